@@ -1,0 +1,62 @@
+"""Data sets by name: ``mnist``, ``mnist-rot``, ..., ``cifar10-trans``, or a path to an ``.npz``.
+
+Names are ``BASE`` or ``BASE-VARIANT`` with BASE in {mnist, cifar10} and VARIANT one
+of :data:`pyroinv.data.variants.VARIANTS` (``mnist-regular`` is ``mnist``). Any
+name ending in ``.npz`` is a user file (see :mod:`pyroinv.data.user_npz`).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..errors import DataError
+from .cache import resolve_cache_dir
+from .cifar import load_cifar10
+from .mnist import load_mnist
+from .splits import Split
+from .user_npz import load_npz
+from .variants import VARIANTS, make_variant
+
+BASES: dict[str, Callable[..., Split]] = {"mnist": load_mnist, "cifar10": load_cifar10}
+DATASET_NAMES: list[str] = [b if v == "regular" else f"{b}-{v}" for b in BASES for v in VARIANTS]
+
+
+def parse_name(name: str) -> tuple[str, str]:
+    """Split a data set name into (base, variant); raise a one-line error for unknown names."""
+    for base in BASES:
+        if name == base:
+            return base, "regular"
+        if name.startswith(base + "-") and name[len(base) + 1:] in VARIANTS:
+            return base, name[len(base) + 1:]
+    raise DataError(f"unknown data set {name!r}; choose one of {', '.join(DATASET_NAMES)}, or a path to an .npz file")
+
+
+def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
+                 download: bool | None = None, train_size: int | None = None, test_size: int | None = None,
+                 seed: int = 0) -> Split:
+    """Load a data set by name, build (or read from the cache) its variant, take a subset.
+
+    Args:
+        name: e.g. ``"mnist-rot"`` or ``"my_data.npz"``.
+        data_root: folder with the user's own copies of MNIST (IDX) or CIFAR-10 (python batches).
+        cache_dir: where conversions and variants are cached (default ``$PYROINV_CACHE`` or
+            ``~/.cache/pyroinv``).
+        download: allow torchvision's download (default: unless ``$PYROINV_OFFLINE`` is set).
+        train_size, test_size: class-balanced subsets drawn with ``seed``.
+    """
+    if str(name).endswith(".npz"):
+        split = load_npz(name)
+    else:
+        base, variant = parse_name(name)
+        cache = resolve_cache_dir(cache_dir)
+        split = make_variant(BASES[base](data_root=data_root, cache_dir=cache, download=download), variant, cache)
+    return split.subset(train_size=train_size, test_size=test_size, seed=seed)
+
+
+def describe(split: Split) -> str:
+    """One line: name, sizes, input shape and classes."""
+    return (f"{split.name}: {len(split.y_train)} train / {len(split.y_test)} test, "
+            f"inputs {split.input_shape}, {split.num_classes} classes")
+
+
+__all__ = ["DATASET_NAMES", "load_dataset", "parse_name", "describe"]

