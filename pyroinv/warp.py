@@ -48,15 +48,20 @@ def warp_weight_bank(weights: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
     return warp_images(stacked, T).reshape(S, H, C, h, w)
 
 
+#: Below this sigma (pixels) the neighbour weight exp(-1 / (2 sigma^2)) is < 1e-16: the blur is the identity.
+NEGLIGIBLE_BLUR_SIGMA = 0.116
+
+
 def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     """Separable Gaussian blur with standard deviation ``sigma`` in pixels, zero padding.
 
-    The kernel radius is ``ceil(3 sigma)`` (at least 1); ``sigma <= 0`` returns the input.
-    The paper band-limits weight images with sigma = 0.1 before warping them; at
-    0.1 px the neighbour weight is ``exp(-50) ~ 2e-22``, so that default blur leaves
-    the weights unchanged to float precision.
+    The kernel radius is ``ceil(3 sigma)`` (at least 1). The paper band-limits weight
+    images with sigma = 0.1 before warping them; at 0.1 px the neighbour weight is
+    ``exp(-50) ~ 2e-22``, below float64 resolution relative to the centre weight, so
+    such a blur is the identity and is skipped (as is ``sigma <= 0``): for
+    ``sigma < NEGLIGIBLE_BLUR_SIGMA`` the input is returned unchanged.
     """
-    if sigma <= 0:
+    if sigma < NEGLIGIBLE_BLUR_SIGMA:
         return images
     radius = max(1, math.ceil(3 * sigma))
     t = torch.arange(-radius, radius + 1, dtype=images.dtype, device=images.device)

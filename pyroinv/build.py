@@ -1,0 +1,57 @@
+"""Build the Pyro model, guide and ELBO of a :class:`~pyroinv.config.Config`."""
+from __future__ import annotations
+
+import pyro.infer
+import torch
+from pyro.nn import PyroModule
+
+from . import lie
+from .config import Config
+from .errors import ConfigError
+from .guides import ClassCholeskyGuide, PointGuide
+from .invariance import Invariance
+from .model import InvariantBNN
+from .networks import InvariantFeatures
+
+
+def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
+    """Raw initial ``eta`` of the active generators from the human-unit ``init_eta``/``fixed_eta``."""
+    return [lie.from_human(k, cfg.eta_human, image_size) for k in lie.PRESETS[cfg.invariance]]
+
+
+def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:
+    """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG)."""
+    image_size = input_shape[-1] if len(input_shape) == 3 else None
+    if cfg.sampling == "deterministic":
+        lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
+    invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
+                            constraint=cfg.eta_constraint, image_size=image_size)
+    features = InvariantFeatures(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
+                                 blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
+                                 rff_lengthscale=cfg.rff_lengthscale)
+    prior = "flat" if cfg.inference == "ml" else "normal"
+    model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=prior, num_samples=cfg.samples,
+                         sampling=cfg.sampling)
+    if cfg.inference == "vi":
+        guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features)
+    else:
+        guide = PointGuide(num_classes, features.num_features)
+    return model, guide
+
+
+def build_elbo(cfg: Config) -> pyro.infer.ELBO:
+    """``Trace_ELBO`` (sampled KL) or ``TraceMeanField_ELBO`` (the closed-form KL of Appendix A)."""
+    if cfg.elbo == "trace":
+        return pyro.infer.Trace_ELBO()
+    if cfg.elbo == "closed-form":
+        return pyro.infer.TraceMeanField_ELBO()
+    raise ConfigError(f"unknown ELBO {cfg.elbo!r}; choose trace or closed-form")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when available; ``cuda`` without CUDA is a one-line error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda was asked for but CUDA is not available here; use --device cpu or auto")
+    return torch.device(name)

@@ -1,0 +1,102 @@
+"""The Pyro model: ``W2 ~ N(0, alpha I)`` per class, likelihood through the MC-averaged invariant net.
+
+Paper §3.6-3.7 and Appendix A. For a minibatch of M of the N training points,
+
+    f_hat(x) = (1/S) sum_i softmax(W2 phi(W1 T_i x)),      T_i ~ p_eta(T)
+    log p(y | x, W2, eta) ~= log f_hat(x)_y
+              = logsumexp_i log_softmax(W2 phi(W1 T_i x))_y - log S
+
+and the observations sit in a subsampled ``pyro.plate("data", N)`` so Pyro scales
+the log-likelihood by N/M (the SGVB estimate). With a guide ``q(W2)`` the ELBO is
+
+    L = E_q[ sum_n log f_hat(x_n)_{y_n} ] - KL(q(W2) || p(W2))  <=  log p(D | eta)
+
+(Jensen over the S transforms, eq. (bound)); ``eta`` and, for the ReLU network, ``W1``
+are parameters of the model maximised jointly with the variational parameters.
+"""
+from __future__ import annotations
+
+import math
+
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+from pyro.nn import PyroModule
+
+from .errors import ConfigError
+from .networks import InvariantFeatures
+from .priors import IsotropicNormal
+
+PRIORS = ("normal", "flat")
+
+
+def mc_log_predictive(features: torch.Tensor, W2: torch.Tensor) -> torch.Tensor:
+    """``log (1/S) sum_i softmax(W2 phi_i)``, stably, shape ``(..., B, K)``.
+
+    Args:
+        features: ``(S, B, D)`` features of the S transforms.
+        W2: ``(K, D)`` or ``(L, K, D)`` output weights (L draws are averaged too).
+    """
+    logits = torch.matmul(features.unsqueeze(-3) if W2.dim() == 3 else features, W2.transpose(-1, -2))
+    logp = torch.log_softmax(logits, dim=-1)
+    if W2.dim() == 3:  # (S, L, B, K): average over draws and transforms
+        return torch.logsumexp(logp.flatten(0, 1), dim=0) - math.log(logp.shape[0] * logp.shape[1])
+    return torch.logsumexp(logp, dim=0) - math.log(logp.shape[0])
+
+
+class InvariantBNN(PyroModule):
+    """Bayesian output layer on top of :class:`~pyroinv.networks.InvariantFeatures`.
+
+    Args:
+        features: the invariant feature map (holds ``W1`` and the invariance ``eta``).
+        num_classes: K.
+        alpha: prior variance of every weight of ``W2`` (paper: 1).
+        prior: ``"normal"`` for ``N(0, alpha I)``; ``"flat"`` for an improper uniform prior
+            (with a point guide: maximum likelihood).
+        num_samples: S, transforms per forward pass (paper: 32).
+        sampling: ``"stochastic"`` or ``"deterministic"``.
+    """
+
+    def __init__(self, features: InvariantFeatures, num_classes: int, alpha: float = 1.0, prior: str = "normal",
+                 num_samples: int = 32, sampling: str = "stochastic") -> None:
+        super().__init__()
+        if prior not in PRIORS:
+            raise ConfigError(f"unknown prior {prior!r}; choose one of {', '.join(PRIORS)}")
+        if not alpha > 0:
+            raise ConfigError(f"--alpha must be a positive prior variance, got {alpha}")
+        self.features = features
+        self.num_classes = num_classes
+        self.alpha = float(alpha)
+        self.prior_kind = prior
+        self.num_samples = num_samples
+        self.sampling = sampling
+
+    @property
+    def invariance(self):
+        return self.features.invariance
+
+    def prior(self, device: torch.device | None = None) -> dist.Distribution:
+        """``p(W2)`` with batch shape ``(K,)`` and event shape ``(D,)``."""
+        K, D = self.num_classes, self.features.num_features
+        if self.prior_kind == "flat":
+            return dist.ImproperUniform(constraints.real, (K,), (D,))
+        return IsotropicNormal(torch.zeros(K, D, device=device), self.alpha)
+
+    def sample_transforms(self) -> torch.Tensor:
+        return self.invariance.sample_transforms(self.num_samples, self.sampling)
+
+    def log_predictive(self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None) -> torch.Tensor:
+        """``log f_hat(x)``, shape ``(B, K)``, for one (or L stacked) ``W2``."""
+        T = self.sample_transforms() if T is None else T
+        return mc_log_predictive(self.features(x, T), W2)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None) -> torch.Tensor:
+        """The generative model; returns ``log f_hat(x)`` of the batch."""
+        with pyro.plate("classes", self.num_classes):
+            W2 = pyro.sample("W2", self.prior(device=x.device))
+        logp = self.log_predictive(x, W2)
+        batch = x.shape[0]
+        with pyro.plate("data", num_data or batch, subsample=torch.arange(batch, device=x.device)):
+            pyro.sample("y", dist.Categorical(logits=logp), obs=y)
+        return logp

@@ -1,0 +1,99 @@
+"""Invariant shallow networks (paper eq. (network), §3.1-3.2): features of ``W1 T_i x``.
+
+For images each row of ``W1`` is a ``C x H x W`` weight image; the S transforms warp
+the (blurred) weight images, not the inputs, so invariance is "built into the
+weights". For 2-D coordinate data the transforms act on the weight vectors through
+the homogeneous coordinate (:func:`pyroinv.warp.warp_coordinate_weights`).
+
+* ``rff``: random Fourier features (Rahimi & Recht, 2007). ``W1 ~ N(0, sigma^2 I)``
+  fixed, ``b ~ U[0, 2 pi]``, ``phi(x) = sqrt(2 / H) cos(W1 x + b)``, so that
+  ``phi(x)^T phi(x') ~ exp(-sigma^2 ||x - x'||^2 / 2)``: an RBF kernel with
+  lengthscale ``1 / sigma``. The paper's "sigma = 0.3" is read as this frequency
+  scale (lengthscale 3.3 in units of pixel intensity in [0, 1]); its toy problem's
+  "sigma = 5" is a lengthscale (pass ``rff_lengthscale=5``).
+* ``relu``: ``W1`` learned, Xavier-uniform initialised, biases zero, ReLU.
+
+The features are returned as ``(S, B, H + 1)`` with a constant 1 appended, so the
+output layer ``W2`` (``K x (H + 1)``) carries its bias as its last column.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+from pyro.nn import PyroModule
+
+from .errors import ConfigError
+from .invariance import Invariance
+from .warp import gaussian_blur, warp_coordinate_weights, warp_weight_bank
+
+NETWORKS = ("relu", "rff")
+
+
+class InvariantFeatures(PyroModule):
+    """``phi(W1 T_i x)`` for every transform ``T_i`` and input ``x``.
+
+    Args:
+        input_shape: ``(C, H, W)`` for images or ``(2,)`` for coordinates.
+        invariance: the :class:`~pyroinv.invariance.Invariance` whose transforms are applied.
+        hidden: number of hidden units H (paper: 1024).
+        network: ``"relu"`` or ``"rff"``.
+        blur_sigma: Gaussian blur (pixels) of the weight images before warping (paper: 0.1).
+        rff_sigma: RFF frequency scale (paper: 0.3); ignored if ``rff_lengthscale`` is given.
+        rff_lengthscale: RFF lengthscale ``1 / sigma``.
+    """
+
+    def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,
+                 network: str = "relu", blur_sigma: float = 0.1, rff_sigma: float = 0.3,
+                 rff_lengthscale: float | None = None) -> None:
+        super().__init__()
+        if network not in NETWORKS:
+            raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+        self.input_shape = tuple(input_shape)
+        self.is_image = len(self.input_shape) == 3
+        if not self.is_image and self.input_shape != (2,):
+            raise ConfigError(f"inputs of shape {self.input_shape} are neither images (C, H, W) nor 2-D coordinates")
+        self.invariance = invariance
+        self.hidden = hidden
+        self.network = network
+        self.blur_sigma = blur_sigma
+        D = math.prod(self.input_shape)
+        if network == "rff":
+            sigma = 1.0 / rff_lengthscale if rff_lengthscale else rff_sigma
+            self.register_buffer("W1", torch.randn(hidden, D) * sigma)
+            self.register_buffer("b1", torch.rand(hidden) * 2 * math.pi)
+        else:
+            w = torch.empty(hidden, D)
+            nn.init.xavier_uniform_(w)
+            self.W1 = nn.Parameter(w)
+            self.b1 = nn.Parameter(torch.zeros(hidden))
+
+    @property
+    def num_features(self) -> int:
+        """H + 1 (the constant feature that carries the output bias)."""
+        return self.hidden + 1
+
+    def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The S warped copies of ``W1``: ``(S, H, D)`` weights and ``(S, H)`` biases."""
+        S = T.shape[0]
+        if self.is_image:
+            W = self.W1.reshape(self.hidden, *self.input_shape)
+            W = gaussian_blur(W, self.blur_sigma)
+            bank = warp_weight_bank(W, T).reshape(S, self.hidden, -1)
+            return bank, self.b1.expand(S, self.hidden)
+        return warp_coordinate_weights(self.W1, self.b1, T)
+
+    def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
+        W, b = bank
+        pre = torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1)
+        if self.network == "rff":
+            phi = math.sqrt(2.0 / self.hidden) * torch.cos(pre)
+        else:
+            phi = torch.relu(pre)
+        ones = torch.ones(*phi.shape[:-1], 1, dtype=phi.dtype, device=phi.device)
+        return torch.cat([phi, ones], dim=-1)
+
+    def forward(self, x: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
+        return self.apply_bank(x, self.weight_bank(T))

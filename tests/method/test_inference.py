@@ -1,0 +1,119 @@
+import math
+
+import pyro
+import pytest
+import torch
+from pyro.infer import Trace_ELBO, TraceMeanField_ELBO
+
+from pyroinv.build import build_model
+from pyroinv.config import Config
+from pyroinv.guides import ClassCholeskyGuide
+from pyroinv.priors import IsotropicNormal, kl_full_to_isotropic
+
+
+def test_closed_form_kl_matches_torch():
+    torch.manual_seed(0)
+    K, D, alpha = 3, 7, 2.5
+    L = torch.tril(torch.randn(K, D, D, dtype=torch.float64), -1) + torch.diag_embed(torch.rand(K, D, dtype=torch.float64) + 0.5)
+    q = torch.distributions.MultivariateNormal(torch.randn(K, D, dtype=torch.float64), scale_tril=L)
+    p = IsotropicNormal(torch.zeros(K, D, dtype=torch.float64), alpha)
+    p_plain = torch.distributions.MultivariateNormal(torch.zeros(K, D, dtype=torch.float64),
+                                                     covariance_matrix=alpha * torch.eye(D, dtype=torch.float64))
+    expected = torch.distributions.kl_divergence(q, p_plain)
+    torch.testing.assert_close(kl_full_to_isotropic(q, p), expected)
+    torch.testing.assert_close(torch.distributions.kl_divergence(q, p), expected)  # registered
+    torch.testing.assert_close(p.log_prob(q.loc), p_plain.log_prob(q.loc))
+
+
+def tiny(inference="vi", network="relu", hidden=12, n=24, seed=0, sampling="stochastic", samples=4, **kw):
+    pyro.set_rng_seed(seed)
+    cfg = Config(inference=inference, network=network, hidden=hidden, samples=samples, sampling=sampling,
+                 init_eta=20.0, **kw).validate()
+    model, guide = build_model(cfg, (1, 8, 8), 3)
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(n, 1, 8, 8, generator=g)
+    y = torch.randint(0, 3, (n,), generator=g)
+    return model, guide, x, y
+
+
+def perturb(guide):
+    with torch.no_grad():
+        for p in guide.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+
+
+def test_trace_and_closed_form_elbo_agree_in_expectation():
+    model, guide, x, y = tiny(hidden=6)
+    perturb(guide)
+    trace, mf = Trace_ELBO()(model, guide), TraceMeanField_ELBO()(model, guide)
+    with torch.no_grad():
+        a = torch.tensor([trace(x, y, num_data=24).item() for _ in range(3000)])
+        b = torch.tensor([mf(x, y, num_data=24).item() for _ in range(3000)])
+    se = math.sqrt(a.var() / len(a) + b.var() / len(b))
+    assert abs(a.mean() - b.mean()) < 3 * se, (a.mean(), b.mean(), se)
+    assert b.var() < a.var()  # the analytic KL removes its sampling noise
+
+
+def test_subsampled_plate_is_unbiased_for_full_data_loss():
+    """With a point guide and deterministic transforms the loss is deterministic given the batch:
+    the mean over a partition into equal batches equals the full-data loss exactly."""
+    model, guide, x, y = tiny(inference="map", sampling="deterministic", n=24)
+    perturb(guide)
+    loss = Trace_ELBO()(model, guide)
+    with torch.no_grad():
+        full = loss(x, y, num_data=24)
+        batches = [loss(x[i:i + 6], y[i:i + 6], num_data=24) for i in range(0, 24, 6)]
+    torch.testing.assert_close(torch.stack(batches).mean(), full, rtol=1e-5, atol=1e-4)
+
+
+def test_subsampled_vi_elbo_is_unbiased_on_average():
+    model, guide, x, y = tiny(n=24)
+    perturb(guide)
+    loss = TraceMeanField_ELBO()(model, guide)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        full = torch.tensor([loss(x, y, num_data=24).item() for _ in range(1500)])
+        sub = torch.tensor([loss(x[idx], y[idx], num_data=24).item()
+                            for idx in (torch.randperm(24, generator=g)[:6] for _ in range(1500))])
+    se = math.sqrt(full.var() / len(full) + sub.var() / len(sub))
+    assert abs(full.mean() - sub.mean()) < 3 * se
+
+
+@pytest.mark.parametrize("inference", ["vi", "map", "ml"])
+def test_gradients_reach_every_parameter(inference):
+    model, guide, x, y = tiny(inference=inference)
+    perturb(guide)
+    loss_fn = Trace_ELBO()(model, guide)
+    loss_fn(x, y, num_data=24).backward()
+    named = dict(loss_fn.named_parameters())
+    assert any("eta" in k for k in named) and any("W1" in k for k in named)
+    for name, p in named.items():
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all(), name
+        if "offdiag" in name:  # only the strictly lower triangle is used
+            assert torch.tril(p.grad, -1).abs().sum() > 0, name
+        else:
+            assert p.grad.abs().sum() > 0, name
+
+
+def test_rff_first_layer_is_fixed():
+    model, guide, x, y = tiny(network="rff")
+    names = [k for k, _ in Trace_ELBO()(model, guide).named_parameters()]
+    assert not any("W1" in k for k in names) and any("eta" in k for k in names)
+
+
+def test_guide_starts_at_paper_init_and_is_a_valid_cholesky_factor():
+    g = ClassCholeskyGuide(3, 5)
+    torch.testing.assert_close(g.scale_tril(), torch.eye(5).expand(3, 5, 5))
+    assert g.loc.abs().sum() == 0
+    with torch.no_grad():
+        g.offdiag.normal_()
+    L = g.scale_tril()
+    assert (torch.triu(L, 1) == 0).all() and (L.diagonal(dim1=-2, dim2=-1) > 0).all()
+
+
+def test_fixed_eta_is_not_a_parameter():
+    pyro.set_rng_seed(0)
+    model, guide = build_model(Config(fixed_eta=45.0, hidden=4), (1, 8, 8), 3)
+    assert not any("eta" in k for k, _ in model.named_parameters())
+    assert model.invariance.human()["rotation_deg"] == pytest.approx(45.0)

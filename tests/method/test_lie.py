@@ -1,0 +1,74 @@
+import math
+
+import pytest
+import torch
+
+from pyroinv import lie
+
+
+def _eps(active, values):
+    e = torch.zeros(1, 6, dtype=torch.float64)
+    for k, v in zip(active, values):
+        e[0, k] = v
+    return e
+
+
+def test_rotation_closed_form():
+    eta = torch.tensor([0, 0, 2.0, 0, 0, 0], dtype=torch.float64)
+    T = lie.transforms(eta, _eps([2], [0.6]))[0]
+    a = 1.2
+    expected = torch.tensor([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]], dtype=torch.float64)
+    torch.testing.assert_close(T, expected)
+
+
+def test_translation_closed_form():
+    eta = torch.tensor([0.5, 0.25, 0, 0, 0, 0], dtype=torch.float64)
+    T = lie.transforms(eta, _eps([0, 1], [0.4, -1.0]))[0]
+    expected = torch.tensor([[1, 0, 0.2], [0, 1, -0.25], [0, 0, 1]], dtype=torch.float64)
+    torch.testing.assert_close(T, expected)
+
+
+def test_scale_closed_form():
+    eta = torch.tensor([0, 0, 0, 0.7, 0.3, 0], dtype=torch.float64)
+    T = lie.transforms(eta, _eps([3, 4], [1.0, -0.5]))[0]
+    expected = torch.diag(torch.tensor([math.exp(0.7), math.exp(-0.15), 1.0], dtype=torch.float64))
+    torch.testing.assert_close(T, expected)
+
+
+def test_shear_closed_form():
+    eta = torch.tensor([0, 0, 0, 0, 0, 0.4], dtype=torch.float64)
+    T = lie.transforms(eta, _eps([5], [1.0]))[0]
+    c, s = math.cosh(0.4), math.sinh(0.4)
+    torch.testing.assert_close(T, torch.tensor([[c, s, 0], [s, c, 0], [0, 0, 1]], dtype=torch.float64))
+
+
+def test_generator_order_matches_appendix_e():
+    G = lie.generators()
+    assert G[2].tolist() == [[0, -1, 0], [1, 0, 0], [0, 0, 0]]
+    assert lie.GENERATOR_NAMES == ("translate_x", "translate_y", "rotate", "scale_x", "scale_y", "shear")
+    assert lie.PRESETS["rotation"] == (2,) and lie.PRESETS["translation"] == (0, 1) and lie.PRESETS["scale"] == (3, 4)
+
+
+def test_stochastic_eps_is_reparameterised():
+    eta = torch.tensor([0, 0, 1.0, 0, 0, 0], requires_grad=True)
+    eps = lie.stochastic_eps(16, (2,))
+    assert eps.abs().max() <= 1 and (eps[:, [0, 1, 3, 4, 5]] == 0).all()
+    lie.transforms(eta, eps)[:, 0, 1].sum().backward()
+    assert eta.grad[2] != 0
+
+
+def test_deterministic_grid():
+    eps = lie.deterministic_eps(8, (2,))
+    torch.testing.assert_close(eps[:, 2], torch.tensor([-7, -5, -3, -1, 1, 3, 5, 7]) / 8.0)
+    assert lie.deterministic_eps(32, (0, 1)).shape == (36, 6)  # 6 x 6 grid
+    with pytest.raises(ValueError, match="deterministic grid over 6 generators .* 4096"):
+        lie.deterministic_eps(10 ** 6, lie.PRESETS["affine"])
+
+
+def test_human_units():
+    eta = torch.tensor([0.5, -0.25, math.pi, math.log(2), 0.0, 0.1])
+    h = lie.to_human(eta, image_size=28)
+    assert h["translate_x_px"] == pytest.approx(7.0) and h["translate_y_px"] == pytest.approx(3.5)
+    assert h["rotation_deg"] == pytest.approx(180.0) and h["scale_x_factor"] == pytest.approx(2.0)
+    assert lie.from_human(2, 90.0) == pytest.approx(math.pi / 2) and lie.from_human(0, 7.0, 28) == pytest.approx(0.5)
+    assert lie.describe(eta, (2,), 28) == "rotation ±180.0°"
