@@ -33,7 +33,7 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=prior, num_samples=cfg.samples,
                          sampling=cfg.sampling)
     if cfg.inference == "vi":
-        guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features)
+        guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features, init_scale=cfg.guide_init_scale)
     else:
         guide = PointGuide(num_classes, features.num_features)
     return model, guide

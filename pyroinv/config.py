@@ -22,6 +22,8 @@ class Config:
     ``init_eta`` / ``fixed_eta`` are in human units: degrees for rotation, pixels for
     translation, log-scale for scale and shear (for ``affine``, each generator in its unit).
     ``epochs`` is not stated in the paper; 10 is this package's default.
+    ``guide_init_scale`` is the initial diagonal of the guide's Cholesky factors (paper: 1,
+    i.e. ``L = I``).
     """
 
     dataset: str = "mnist-rot"
@@ -39,6 +41,7 @@ class Config:
     batch_size: int = 128
     lr: float = 1e-3
     alpha: float = 1.0
+    guide_init_scale: float = 1.0
     blur_sigma: float = 0.1
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
@@ -64,7 +67,7 @@ class Config:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("lr", "alpha"):
+        for name in ("lr", "alpha", "guide_init_scale"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"--{name} must be a positive finite number, got {value!r}")

@@ -96,6 +96,7 @@ class InvariantBNN(PyroModule):
         with pyro.plate("classes", self.num_classes):
             W2 = pyro.sample("W2", self.prior(device=x.device))
         logp = self.log_predictive(x, W2)
+        self.last_log_predictive = logp.detach()  # the training-batch NLL is logged from this
         batch = x.shape[0]
         with pyro.plate("data", num_data or batch, subsample=torch.arange(batch, device=x.device)):
             pyro.sample("y", dist.Categorical(logits=logp), obs=y)

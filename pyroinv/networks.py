@@ -26,7 +26,7 @@ from pyro.nn import PyroModule
 
 from .errors import ConfigError
 from .invariance import Invariance
-from .warp import gaussian_blur, warp_coordinate_weights, warp_weight_bank
+from .warp import gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_weight_bank
 
 NETWORKS = ("relu", "rff")
 
@@ -87,7 +87,10 @@ class InvariantFeatures(PyroModule):
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
         W, b = bank
-        pre = torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1)
+        return self.activation(torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1))
+
+    def activation(self, pre: torch.Tensor) -> torch.Tensor:
+        """``phi``, with the constant feature appended: ``(..., H + 1)``."""
         if self.network == "rff":
             phi = math.sqrt(2.0 / self.hidden) * torch.cos(pre)
         else:
@@ -95,5 +98,21 @@ class InvariantFeatures(PyroModule):
         ones = torch.ones(*phi.shape[:-1], 1, dtype=phi.dtype, device=phi.device)
         return torch.cat([phi, ones], dim=-1)
 
-    def forward(self, x: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
-        return self.apply_bank(x, self.weight_bank(T))
+    def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
+        """Features ``(S, B, H + 1)`` of ``phi(W1 T_i x)``.
+
+        ``path`` picks how the warp is applied; both give the same numbers (up to float
+        rounding) and the same gradients:
+
+        * ``"weights"``: warp the S x H weight images (the paper's description);
+        * ``"inputs"``: apply the adjoint warp to the S x B inputs
+          (:func:`pyroinv.warp.warp_adjoint`), cheaper when the batch is smaller than H;
+        * ``"auto"``: the cheaper of the two for image data.
+        """
+        if path == "auto":
+            path = "inputs" if self.is_image and x.shape[0] < self.hidden else "weights"
+        if path == "weights" or not self.is_image:
+            return self.apply_bank(x, self.weight_bank(T))
+        W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
+        xt = warp_adjoint(x, T).reshape(T.shape[0], x.shape[0], -1)
+        return self.activation(torch.matmul(xt, W.T) + self.b1)

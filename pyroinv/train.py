@@ -53,6 +53,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
         self.step = 0
         self.wall_time = 0.0
+        self.last_batch_nll = float("nan")
 
     @property
     def epoch(self) -> int:
@@ -79,6 +80,8 @@ class Trainer:
         loss.backward()
         self.optimizer.step()
         self.scheduler.step()
+        logp = self.model.last_log_predictive
+        self.last_batch_nll = -logp.gather(1, self.y_train[idx].unsqueeze(1)).mean().item()
         self.step += 1
         self.wall_time += time.perf_counter() - t0
         return {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch, "loss": loss.item(),

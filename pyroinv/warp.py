@@ -52,6 +52,34 @@ def warp_weight_bank(weights: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
 NEGLIGIBLE_BLUR_SIGMA = 0.116
 
 
+def warp_adjoint(images: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
+    """Apply the adjoint of every warp to every image: ``out[s, b] = M_s^T images[b]``.
+
+    ``M_s`` is the (sparse, bilinear) matrix of :func:`warp_images` with transform
+    ``T[s]``. Since ``<M_s w, x> = <w, M_s^T x>``, the pre-activations of warped weights
+    can be computed by warping the B inputs instead of the H weight images: the same
+    numbers at a cost proportional to B rather than H. ``M_s^T x`` is the gradient of
+    ``grid_sample`` with respect to its input; it is built with ``create_graph=True`` so
+    that gradients flow on to ``T`` (and ``eta``) through grid_sample's double backward.
+
+    Args:
+        images: ``(B, C, h, w)``; T: ``(S, 3, 3)``.
+
+    Returns:
+        ``(S, B, C, h, w)``.
+    """
+    B, C, h, w = images.shape
+    S = T.shape[0]
+    with torch.enable_grad():
+        grid = F.affine_grid(T[:, :2, :].to(images.dtype), [S, B * C, h, w], align_corners=False)
+        probe = torch.zeros(S, B * C, h, w, dtype=images.dtype, device=images.device, requires_grad=True)
+        out = F.grid_sample(probe, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        cotangent = images.reshape(1, B * C, h, w).expand(S, B * C, h, w)
+        (adj,) = torch.autograd.grad(out, probe, grad_outputs=cotangent,
+                                     create_graph=torch.is_grad_enabled() or grid.requires_grad)
+    return adj.reshape(S, B, C, h, w)
+
+
 def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     """Separable Gaussian blur with standard deviation ``sigma`` in pixels, zero padding.
 

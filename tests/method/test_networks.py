@@ -88,3 +88,24 @@ def test_coordinate_network_rotation_invariance():
     c, s = math.cos(math.pi / 6), math.sin(math.pi / 6)
     x_rot = x @ torch.tensor([[c, -s], [s, c]]).T
     torch.testing.assert_close(model.log_predictive(x, W2), model.log_predictive(x_rot, W2), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("network", ["relu", "rff"])
+def test_weight_and_input_paths_agree_with_gradients(network):
+    """Warping W1 (S·H warps) and applying the adjoint warp to x (S·B warps): same features, same gradients."""
+    torch.manual_seed(0)
+    inv = Invariance("affine", init=[0.1, -0.1, 0.5, 0.1, 0.05, 0.05], image_size=12)
+    feats = InvariantFeatures((2, 12, 12), inv, hidden=20, network=network, blur_sigma=0.7).double()
+    x = torch.rand(6, 2, 12, 12, dtype=torch.float64)
+    eps = lie.stochastic_eps(5, inv.active, dtype=torch.float64)
+    W2 = torch.randn(4, feats.num_features, dtype=torch.float64)
+    out = {}
+    for path in ("weights", "inputs"):
+        feats.zero_grad()
+        f = feats(x, lie.transforms(inv.eta, eps), path=path)
+        mc_log_predictive(f, W2).sum().backward()
+        out[path] = (f.detach(), {k: p.grad.clone() for k, p in feats.named_parameters()})
+    torch.testing.assert_close(out["weights"][0], out["inputs"][0], rtol=1e-4, atol=1e-10)
+    for k, g in out["weights"][1].items():
+        assert g.abs().sum() > 0, k
+        torch.testing.assert_close(out["inputs"][1][k], g, rtol=1e-4, atol=1e-10)

@@ -1,0 +1,139 @@
+"""Command-line front ends (``scripts/svi_train.py``, ``scripts/evaluate.py``): parse, then call the package.
+
+Errors in the input are printed as one line (``error: ...``) with exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import lie
+from .config import DEVICES, ELBOS, INFERENCES, SAMPLINGS, Config
+from .errors import PyroinvError
+from .networks import NETWORKS
+
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are a single line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _number(kind: Callable, positive: bool, what: str) -> Callable[[str], float]:
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if positive and value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        return value
+
+    return parse
+
+
+pos_int = _number(int, True, "a positive integer")
+pos_float = _number(float, True, "a positive number")
+any_float = _number(float, False, "a number")
+
+
+def train_parser() -> argparse.ArgumentParser:
+    d = Config()
+    p = OneLineParser(prog="svi_train.py", description="Learn which invariance the data has: train an invariant "
+                      "shallow network by SVI on a lower bound of the marginal likelihood (or by maximum likelihood).",
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--invariance", choices=list(lie.PRESETS), default=d.invariance,
+                   help="which generators eta may use: rotation (eta3), translation (eta1, eta2), scale (eta4, eta5), "
+                        "affine (all six) or none")
+    p.add_argument("--dataset", default=d.dataset,
+                   help="mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, mnist-scale, "
+                        "mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, or a path to an .npz")
+    p.add_argument("--network", choices=NETWORKS, default=d.network, help="ReLU network (W1 learned) or random Fourier features (W1 fixed)")
+    p.add_argument("--inference", choices=INFERENCES, default=d.inference,
+                   help="vi: Gaussian q(W2) on the ELBO; map: point W2 with the prior; ml: point W2, plain cross-entropy")
+    p.add_argument("--elbo", choices=ELBOS, default=d.elbo, help="Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)")
+    p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H")
+    p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
+    p.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling, help="eps ~ U[-1,1]^k or a linspace grid")
+    p.add_argument("--init-eta", type=any_float, default=d.init_eta,
+                   help="initial eta: degrees (rotation), pixels (translation), log-scale (scale, shear)")
+    p.add_argument("--fixed-eta", type=any_float, default=None, help="hold eta fixed at this value (same units); not learned")
+    p.add_argument("--eta-constraint", choices=["none", "softplus", "tanh"], default=d.eta_constraint,
+                   help="optional constraint on eta (Appendix E)")
+    p.add_argument("--epochs", type=pos_int, default=d.epochs, help="passes over the training set")
+    p.add_argument("--batch-size", type=pos_int, default=d.batch_size, help="minibatch size M")
+    p.add_argument("--lr", type=pos_float, default=d.lr, help="Adam learning rate, cosine-annealed to 0")
+    p.add_argument("--alpha", type=pos_float, default=d.alpha, help="prior variance of W2")
+    p.add_argument("--guide-init-scale", type=pos_float, default=d.guide_init_scale,
+                   help="initial diagonal of the Cholesky factors of q (paper: 1)")
+    p.add_argument("--blur-sigma", type=any_float, default=d.blur_sigma, help="Gaussian blur of weight images (pixels)")
+    p.add_argument("--rff-sigma", type=pos_float, default=d.rff_sigma, help="RFF frequency scale (lengthscale 1/sigma)")
+    p.add_argument("--rff-lengthscale", type=pos_float, default=None, help="RFF lengthscale (overrides --rff-sigma)")
+    p.add_argument("--train-size", type=pos_int, default=None, help="class-balanced subset of the training set")
+    p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
+    p.add_argument("--eval-draws", type=pos_int, default=d.eval_draws, help="W2 draws for the posterior predictive")
+    p.add_argument("--seed", type=int, default=d.seed, help="random seed (data subset, initialisation, sampling)")
+    p.add_argument("--device", choices=DEVICES, default=d.device, help="auto picks CUDA when available")
+    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/DATASET-INVARIANCE-NETWORK-INFERENCE-sSEED)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
+    p.add_argument("--cache-dir", default=None, help="cache for converted data (default $PYROINV_CACHE or ~/.cache/pyroinv)")
+    p.add_argument("--log-every", type=pos_int, default=10, help="steps between metric records")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="tqdm progress bar (default: when attached to a terminal)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    names = {f.name for f in fields(Config)}
+    return Config(**{k: v for k, v in vars(args).items() if k in names}).validate()
+
+
+def default_out(cfg: Config) -> Path:
+    name = Path(cfg.dataset).stem if cfg.dataset.endswith(".npz") else cfg.dataset
+    return Path("runs") / f"{name}-{cfg.invariance}-{cfg.network}-{cfg.inference}-s{cfg.seed}"
+
+
+def setup_logging() -> None:
+    """Plain ``INFO`` lines from pyroinv's logger on stderr (other libraries stay quiet)."""
+    import warnings
+
+    logger = logging.getLogger("pyroinv")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    warnings.filterwarnings("ignore", message="ArviZ is undergoing a major refactor", category=FutureWarning)
+
+
+def train_main(argv: Sequence[str] | None = None) -> int:
+    """``svi_train.py``: parse arguments, run, print results; one-line errors."""
+    from .run import Interrupted, run_experiment
+
+    args = train_parser().parse_args(argv)
+    setup_logging()
+    try:
+        cfg = config_from_args(args)
+        out = args.out or default_out(cfg)
+        run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
+                       progress=args.progress, log_every=args.log_every)
+    except Interrupted as err:
+        sys.stderr.write(f"{err}\n")
+        return EXIT_INTERRUPTED
+    except PyroinvError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return EXIT_USAGE
+    return 0

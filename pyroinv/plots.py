@@ -1,0 +1,118 @@
+"""Figures of a run: eta over training (paper Fig. 2), training curves, filter banks (Figs. 3-5)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+from . import lie  # noqa: E402
+from .warp import gaussian_blur, warp_weight_bank  # noqa: E402
+
+HUMAN_LABELS = {
+    "rotation_deg": "rotation η₃ (± degrees)",
+    "translate_x_px": "translation η₁ (± pixels, x)",
+    "translate_y_px": "translation η₂ (± pixels, y)",
+    "scale_x_factor": "scale exp(η₄) (factor, x)",
+    "scale_y_factor": "scale exp(η₅) (factor, y)",
+    "shear": "shear η₆",
+}
+HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "scale_x_factor",
+              4: "scale_y_factor", 5: "shear"}
+
+
+def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: str = "") -> None:
+    """Learned invariance in human units against training step, one panel per kind of generator."""
+    keys = [HUMAN_KEYS[k] for k in active] or ["rotation_deg"]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    steps = [r["step"] for r in records]
+    for ax, key in zip(axes[0], keys):
+        ax.plot(steps, [r["eta_human"][key] for r in records], color="C0", lw=1.8)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(HUMAN_LABELS[key])
+        if key == "rotation_deg":
+            ax.set_ylim(0, 185)
+            ax.axhline(180, color="grey", lw=0.8, ls="--")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title or "learned invariance over training")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_curves(records: Sequence[dict], path: Path, test_points: Sequence[dict] = ()) -> None:
+    """ELBO/N and training-batch NLL (smoothed), and the learning rate, against step."""
+    steps = [r["step"] for r in records]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    for ax, key, label in ((axes[0], "elbo_per_datapoint", "ELBO / N (minibatch estimate)"),
+                           (axes[1], "nll", "training-batch NLL")):
+        values = torch.tensor([r[key] for r in records], dtype=torch.float64)
+        ax.plot(steps, values, color="C0", alpha=0.3, lw=0.8, label="per step")
+        k = max(1, len(values) // 25)
+        if len(values) >= k:
+            smooth = values.unfold(0, k, 1).mean(-1)
+            ax.plot(steps[k - 1:], smooth, color="C0", lw=1.8, label=f"mean of {k}")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if test_points:
+        axes[1].plot([t["step"] for t in test_points], [t["nll"] for t in test_points], "o-", color="C3",
+                     label="test NLL")
+        axes[1].legend(fontsize=8)
+    lo = min(float(torch.tensor([r["elbo_per_datapoint"] for r in records]).quantile(0.05)), -0.05)
+    axes[0].set_ylim(lo * 1.1, 0)
+    axes[2].plot(steps, [r["lr"] for r in records], color="C2")
+    axes[2].set_xlabel("training step")
+    axes[2].set_ylabel("learning rate (cosine)")
+    axes[2].grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+@torch.no_grad()
+def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, seed: int = 0) -> None:
+    """A few rows of ``W1`` under transforms: deterministic (left) and sampled (right).
+
+    Deterministic: ``eps = t (1, ..., 1)`` over the active generators for ``columns`` values
+    of ``t`` equally spaced in [-1, 1] (the paper's Fig. 3 sweep between -eta and eta).
+    Sampled: ``columns`` draws ``eps ~ U[-1, 1]^k`` (Figs. 4-5).
+    """
+    inv = features.invariance
+    eta = inv.eta.detach().cpu()
+    t = torch.linspace(-1, 1, columns)
+    eps_det = torch.zeros(columns, 6)
+    g = torch.Generator().manual_seed(seed)
+    eps_rand = torch.zeros(columns, 6)
+    if inv.active:
+        eps_det[:, list(inv.active)] = t.unsqueeze(1)
+        eps_rand[:, list(inv.active)] = torch.rand(columns, len(inv.active), generator=g) * 2 - 1
+    C, h, w = features.input_shape
+    W = features.W1.detach().cpu()[:rows].reshape(rows, C, h, w)
+    fig, axes = plt.subplots(rows, 2 * columns + 1, figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
+    for half, eps in ((0, eps_det), (1, eps_rand)):
+        warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma), lie.transforms(eta, eps))
+        for j in range(rows):
+            lim = float(warped[:, j].abs().max()) or 1.0
+            for i in range(columns):
+                ax = axes[j, i + half * (columns + 1)]
+                img = warped[i, j].mean(0) if C > 1 else warped[i, j, 0]
+                ax.imshow(img, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.spines[:].set_visible(False)
+    for j in range(rows):
+        axes[j, 0].set_ylabel(f"unit {j}", fontsize=8)
+    for i in range(columns):
+        axes[0, i].set_title(f"ε={t[i]:+.2f}", fontsize=7)
+        axes[0, i + columns + 1].set_title("sample", fontsize=7)
+    fig.suptitle(f"W₁ filter banks: deterministic sweep (left), sampled (right) — {inv.describe()}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

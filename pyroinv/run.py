@@ -1,0 +1,202 @@
+"""One training run end to end: data, SVI, progress, checkpoints, metrics, results, plots, ArviZ.
+
+``run_experiment(Config(...), out="runs/rot")`` is the Python form of
+``python scripts/svi_train.py``. The run folder holds
+
+* ``config.json``: the resolved configuration;
+* ``metrics.jsonl``: one JSON record per logged step (step, epoch, loss, ELBO/N, training-batch
+  NLL, eta raw and in human units, learning rate, wall time);
+* ``checkpoint.pt``: everything ``--resume`` needs (written atomically, loaded weights-only);
+* ``results.json``: test accuracy and NLL, ELBO/N on the training set, learned invariance,
+  wall time, device and library versions;
+* ``eta.png``, ``curves.png``, ``filters.png`` and ``posterior.nc`` (ArviZ InferenceData).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import lie
+from .checkpoint import load_checkpoint, read_json, read_jsonl, save_checkpoint, write_json
+from .config import Config
+from .data import describe, load_dataset
+from .errors import ConfigError, PyroinvError
+from .evaluate import elbo_per_datapoint, evaluate
+from .train import Trainer
+
+log = logging.getLogger("pyroinv")
+
+CONFIG, METRICS, CHECKPOINT, RESULTS = "config.json", "metrics.jsonl", "checkpoint.pt", "results.json"
+
+
+class TrainingDiverged(PyroinvError):
+    """The loss became NaN or infinite."""
+
+
+class Interrupted(PyroinvError):
+    """SIGINT or SIGTERM arrived; a checkpoint was written."""
+
+
+def versions() -> dict[str, str]:
+    import arviz
+    import pyro
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "pyro": pyro.__version__,
+            "arviz": arviz.__version__}
+
+
+def _prepare_out(out: Path, cfg: Config, resume: bool) -> None:
+    if resume:
+        if not (out / CHECKPOINT).exists():
+            raise ConfigError(f"--resume: no checkpoint in {out}; start a new run without --resume")
+        saved = read_json(out / CONFIG)
+        if saved != cfg.to_dict():
+            diff = sorted(k for k in set(saved) | set(cfg.to_dict()) if saved.get(k) != cfg.to_dict().get(k))
+            raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
+                              f"use the same flags, or a new --out")
+        return
+    if out.exists() and any((out / n).exists() for n in (CHECKPOINT, RESULTS, METRICS)):
+        raise ConfigError(f"--out {out} already holds a run; pass --resume to continue it or choose a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / CONFIG, cfg.to_dict())
+
+
+def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
+    eta = trainer.model.invariance.eta.detach().cpu()
+    return {**rec, "nll": trainer.last_batch_nll, "eta": [float(v) for v in eta],
+            "eta_human": lie.to_human(eta, trainer.model.invariance.image_size), "wall_time": trainer.wall_time}
+
+
+def _progress(total: int, initial: int, enabled: bool | None):
+    from tqdm.auto import tqdm
+
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)
+
+
+def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root: str | None = None,
+                   cache_dir: str | None = None, progress: bool | None = None, log_every: int = 10,
+                   checkpoint_every: int | None = None, max_steps: int | None = None) -> dict[str, Any]:
+    """Train (or continue) one run into ``out`` and return its results.
+
+    Args:
+        cfg: the run's configuration (validated here).
+        out: run folder; must not hold a run unless ``resume``.
+        resume: continue from ``out/checkpoint.pt`` (the configuration must match).
+        progress: tqdm bar (default: when stderr is a terminal; plain log lines otherwise).
+        log_every: steps between metric records.
+        checkpoint_every: steps between checkpoints (default: once per epoch).
+        max_steps: stop after this many steps in this call (the run stays resumable).
+    """
+    cfg.validate()
+    out = Path(out)
+    _prepare_out(out, cfg, resume)
+    data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
+                        test_size=cfg.test_size, seed=cfg.seed)
+    log.info("data %s", describe(data))
+    trainer = Trainer(cfg, data)
+    if resume:
+        trainer.load_state_dict(load_checkpoint(out / CHECKPOINT, map_location=trainer.device))
+        kept = [r for r in read_jsonl(out / METRICS) if r["step"] <= trainer.step]
+        (out / METRICS).write_text("".join(json.dumps(r) + "\n" for r in kept))
+        log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
+    log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, cfg.epochs,
+             trainer.steps_per_epoch)
+    every = checkpoint_every or trainer.steps_per_epoch
+    stop = {"signal": None}
+
+    def handler(signum, _frame):
+        stop["signal"] = signum
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    bar = _progress(trainer.total_steps, trainer.step, progress)
+    last_good = trainer.step
+    steps_this_call = 0
+    try:
+        with open(out / METRICS, "a") as metrics:
+            while not trainer.done:
+                rec = trainer.train_step()
+                steps_this_call += 1
+                if not math.isfinite(rec["loss"]):
+                    raise TrainingDiverged(
+                        f"loss became {rec['loss']} at step {rec['step']} (epoch {rec['epoch']}); the checkpoint of "
+                        f"step {last_good} is kept in {out}. Try a smaller --lr, a smaller --guide-init-scale or "
+                        f"--eta-constraint tanh")
+                if rec["step"] % log_every == 0 or trainer.done:
+                    r = _record(trainer, rec)
+                    metrics.write(json.dumps(r) + "\n")
+                    metrics.flush()
+                    desc = trainer.model.invariance.describe()
+                    bar.set_postfix_str(f"loss {r['loss']:.4g} ELBO/N {r['elbo_per_datapoint']:.3f} {desc}")
+                    if bar.disable:
+                        log.info("step %d/%d epoch %d loss %.4g ELBO/N %.4f NLL %.3f %s lr %.2e %.2f steps/s",
+                                 r["step"], trainer.total_steps, r["epoch"], r["loss"], r["elbo_per_datapoint"],
+                                 r["nll"], desc, r["lr"], r["step"] / max(trainer.wall_time, 1e-9))
+                bar.update(1)
+                if trainer.step % every == 0 or trainer.done:
+                    save_checkpoint(out / CHECKPOINT, trainer.state_dict())
+                    last_good = trainer.step
+                if stop["signal"] is not None or (max_steps is not None and steps_this_call >= max_steps):
+                    save_checkpoint(out / CHECKPOINT, trainer.state_dict())
+                    if stop["signal"] is not None:
+                        raise Interrupted(f"stopped by signal {signal.Signals(stop['signal']).name} at step "
+                                          f"{trainer.step}; checkpoint written, continue with --resume")
+                    return {"step": trainer.step, "finished": False}
+    finally:
+        bar.close()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return finish(trainer, out)
+
+
+def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
+    """Evaluate, write ``results.json``, the plots and the ArviZ file; print a summary."""
+    from .arviz_export import inference_data, readable_summary, save_inference_data
+    from .plots import plot_curves, plot_eta, plot_filter_banks
+
+    cfg = trainer.cfg
+    t0 = time.perf_counter()
+    model, guide = trainer.model, trainer.guide
+    torch.manual_seed(cfg.seed + 1)
+    test = evaluate(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
+    elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train)
+    inv = model.invariance
+    eta = inv.eta.detach().cpu()
+    results = {
+        "dataset": cfg.dataset, "invariance": cfg.invariance, "network": cfg.network, "inference": cfg.inference,
+        "test_accuracy": test["accuracy"], "test_nll": test["nll"],
+        "elbo_per_datapoint": elbo["elbo_per_datapoint"] if cfg.inference == "vi" else None,
+        "train_loglik_per_datapoint": elbo["loglik_per_datapoint"],
+        "eta": [float(v) for v in eta], "eta_human": lie.to_human(eta, inv.image_size),
+        "learned_invariance": inv.describe(), "steps": trainer.step, "train_size": trainer.num_data,
+        "test_size": int(trainer.x_test.shape[0]), "train_wall_time_s": trainer.wall_time,
+        "device": str(trainer.device), "versions": versions(),
+    }
+    records = read_jsonl(out / METRICS)
+    if records:
+        plot_eta(records, inv.active, out / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
+        plot_curves(records, out / "curves.png")
+    if model.features.is_image:
+        plot_filter_banks(model.features, out / "filters.png")
+    idata = inference_data(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws, seed=cfg.seed)
+    save_inference_data(idata, out / "posterior.nc")
+    results["eval_wall_time_s"] = time.perf_counter() - t0
+    write_json(out / RESULTS, results)
+    print(f"\nlearned invariance: {inv.describe()}")
+    print(f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}  "
+          f"train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if cfg.inference == "vi" else
+          f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}")
+    print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
+    print(readable_summary(idata).to_string())
+    print(f"\nresults in {out}/ (results.json, metrics.jsonl, eta.png, curves.png, filters.png, posterior.nc)")
+    return results
