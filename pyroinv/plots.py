@@ -51,11 +51,11 @@ def plot_curves(records: Sequence[dict], path: Path, test_points: Sequence[dict]
     for ax, key, label in ((axes[0], "elbo_per_datapoint", "ELBO / N (minibatch estimate)"),
                            (axes[1], "nll", "training-batch NLL")):
         values = torch.tensor([r[key] for r in records], dtype=torch.float64)
-        ax.plot(steps, values, color="C0", alpha=0.3, lw=0.8, label="per step")
+        ax.plot(steps, values.numpy(), color="C0", alpha=0.3, lw=0.8, label="per step")
         k = max(1, len(values) // 25)
         if len(values) >= k:
             smooth = values.unfold(0, k, 1).mean(-1)
-            ax.plot(steps[k - 1:], smooth, color="C0", lw=1.8, label=f"mean of {k}")
+            ax.plot(steps[k - 1:], smooth.numpy(), color="C0", lw=1.8, label=f"mean of {k}")
         ax.set_xlabel("training step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -102,7 +102,7 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
             for i in range(columns):
                 ax = axes[j, i + half * (columns + 1)]
                 img = warped[i, j].mean(0) if C > 1 else warped[i, j, 0]
-                ax.imshow(img, cmap="RdBu_r", vmin=-lim, vmax=lim)
+                ax.imshow(img.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
     for ax in axes.flat:
         ax.set_xticks([])
         ax.set_yticks([])

@@ -1,0 +1,101 @@
+"""End-to-end runs of the training script on a tiny real-MNIST subset."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyroinv.checkpoint import load_checkpoint, read_jsonl
+from pyroinv.config import Config
+from pyroinv.run import run_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--dataset", "mnist-rot", "--train-size", "120", "--test-size", "60", "--hidden", "16", "--samples", "4",
+        "--epochs", "2", "--batch-size", "32", "--eval-draws", "4", "--log-every", "1", "--init-eta", "10"]
+
+
+def tiny_config(**kw) -> Config:
+    base = dict(dataset="mnist-rot", train_size=120, test_size=60, hidden=16, samples=4, epochs=2, batch_size=32,
+                eval_draws=4, init_eta=10.0, device="cpu")
+    base.update(kw)
+    return Config(**base)
+
+
+def run_script(args, cache_dir, **kw):
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "svi_train.py"), *args], capture_output=True,
+                          text=True, env=env, timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory, cache_dir, mnist):
+    out = tmp_path_factory.mktemp("run") / "vi"
+    proc = run_script([*TINY, "--out", str(out)], cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out, proc
+
+
+def test_script_writes_every_output(script_run):
+    out, proc = script_run
+    for name in ("config.json", "metrics.jsonl", "checkpoint.pt", "results.json", "eta.png", "curves.png",
+                 "filters.png", "posterior.nc"):
+        assert (out / name).stat().st_size > 0, name
+    assert "learned invariance: rotation ±" in proc.stdout
+    assert "w_norm[0]" in proc.stdout and "p_true[0]" in proc.stdout
+
+
+def test_outputs_parse_and_agree(script_run):
+    out, _ = script_run
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["hidden"] == 16 and cfg["invariance"] == "rotation"
+    results = json.loads((out / "results.json").read_text())
+    records = read_jsonl(out / "metrics.jsonl")
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    assert results["steps"] == ckpt["step"] == records[-1]["step"] == 8  # 2 epochs x ceil(120 / 32)
+    eta_ckpt = ckpt["model"]["features.invariance.eta_active_unconstrained"]
+    assert results["eta"][2] == pytest.approx(float(eta_ckpt[0]), abs=1e-6)
+    assert records[-1]["eta"] == pytest.approx(results["eta"])
+    assert abs(results["eta_human"]["rotation_deg"] - abs(results["eta"][2]) * 180 / 3.141592653589793) < 1e-6
+    for key in ("step", "epoch", "loss", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr", "wall_time"):
+        assert key in records[0]
+    for key in ("test_accuracy", "test_nll", "elbo_per_datapoint", "learned_invariance", "train_wall_time_s",
+                "device", "versions"):
+        assert results[key] is not None, key
+    assert 0 <= results["test_accuracy"] <= 1
+
+
+def test_arviz_file(script_run):
+    import arviz as az
+
+    out, _ = script_run
+    idata = az.from_netcdf(str(out / "posterior.nc"))
+    for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data", "constant_data"):
+        assert hasattr(idata, group), group
+    assert idata.posterior["W2"].dims == ("chain", "draw", "class", "hidden")
+    assert idata.posterior["W2"].shape == (1, 4, 10, 17)
+    assert idata.log_likelihood["y"].shape == (1, 4, 60)
+    loo = az.loo(idata)
+    assert loo.elpd_loo < 0
+
+
+def test_resume_after_interruption_matches_uninterrupted(tmp_path, cache_dir, mnist):
+    full = run_experiment(tiny_config(), tmp_path / "full", cache_dir=cache_dir, progress=False)
+    part = run_experiment(tiny_config(), tmp_path / "part", cache_dir=cache_dir, progress=False, max_steps=3,
+                          log_every=1)
+    assert part == {"step": 3, "finished": False}
+    resumed = run_experiment(tiny_config(), tmp_path / "part", resume=True, cache_dir=cache_dir, progress=False,
+                             log_every=1)
+    assert resumed["steps"] == full["steps"] == 8
+    a, b = load_checkpoint(tmp_path / "full" / "checkpoint.pt"), load_checkpoint(tmp_path / "part" / "checkpoint.pt")
+    for group in ("model", "guide"):
+        for k in a[group]:
+            torch.testing.assert_close(a[group][k], b[group][k], rtol=0, atol=0)
+    assert [r["step"] for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")] == list(range(1, 9))
+
+
+def test_python_api_ml_run(tmp_path, cache_dir, mnist):
+    res = run_experiment(tiny_config(inference="ml"), tmp_path / "ml", cache_dir=cache_dir, progress=False)
+    assert res["elbo_per_datapoint"] is None and res["train_loglik_per_datapoint"] < 0
