@@ -137,3 +137,41 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
     return 0
+
+
+def evaluate_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="evaluate.py", description="Evaluate a saved run on any data set variant "
+                      "(e.g. trained on mnist, evaluated on mnist-rot).")
+    p.add_argument("run", type=Path, help="run folder written by svi_train.py (--out)")
+    p.add_argument("--dataset", default=None, help="data set to evaluate on (default: the one trained on)")
+    p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
+    p.add_argument("--draws", type=pos_int, default=None, help="W2 draws for the posterior predictive")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
+    p.add_argument("--cache-dir", default=None, help="data cache (default $PYROINV_CACHE or ~/.cache/pyroinv)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def evaluate_main(argv: Sequence[str] | None = None) -> int:
+    """``evaluate.py``: accuracy, NLL and the learned invariance of a saved run on a data set."""
+    import json
+
+    from .run import evaluate_run
+
+    args = evaluate_parser().parse_args(argv)
+    setup_logging()
+    try:
+        res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
+                           test_size=args.test_size, draws=args.draws, device=args.device)
+    except PyroinvError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(f"{res['run']} (trained on {res['trained_on']}, step {res['step']}) evaluated on "
+              f"{res['evaluated_on']} ({res['test_size']} test images):")
+        print(f"  test accuracy {100 * res['test_accuracy']:.2f}%   test NLL {res['test_nll']:.4f}   "
+              f"learned invariance: {res['learned_invariance']}")
+    return 0

@@ -99,12 +99,15 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
         max_steps: stop after this many steps in this call (the run stays resumable).
     """
     cfg.validate()
+    from .build import resolve_device
+
+    device = resolve_device(cfg.device)  # fail before anything is written
     out = Path(out)
     _prepare_out(out, cfg, resume)
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed)
     log.info("data %s", describe(data))
-    trainer = Trainer(cfg, data)
+    trainer = Trainer(cfg, data, device=device)
     if resume:
         trainer.load_state_dict(load_checkpoint(out / CHECKPOINT, map_location=trainer.device))
         kept = [r for r in read_jsonl(out / METRICS) if r["step"] <= trainer.step]
@@ -200,3 +203,60 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     print(readable_summary(idata).to_string())
     print(f"\nresults in {out}/ (results.json, metrics.jsonl, eta.png, curves.png, filters.png, posterior.nc)")
     return results
+
+
+def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: tuple[int, ...] | None = None):
+    """Rebuild ``(cfg, model, guide, step)`` of a run folder from ``config.json`` and ``checkpoint.pt``.
+
+    ``input_shape`` is read from the checkpoint; pass it for checkpoints that do not record it.
+    """
+    import pyro
+
+    from .build import build_model
+
+    out = Path(out)
+    if not (out / CONFIG).exists() or not (out / CHECKPOINT).exists():
+        raise ConfigError(f"{out} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run")
+    cfg = Config.from_dict(read_json(out / CONFIG))
+    state = load_checkpoint(out / CHECKPOINT, map_location=device)
+    saved = state["model"].get("features._input_shape")
+    if saved is not None:
+        shape = tuple(int(v) for v in saved.tolist())
+        if input_shape is not None and tuple(input_shape) != shape:
+            raise ConfigError(f"the data have inputs {tuple(input_shape)} but the run was trained on {shape}; "
+                              f"evaluate it on a variant of {cfg.dataset}")
+    elif input_shape is not None:
+        shape = tuple(input_shape)
+        state["model"]["features._input_shape"] = torch.tensor(shape)
+    else:
+        raise ConfigError(f"{out / CHECKPOINT} does not record its input shape; pass input_shape")
+    guide_state = state["guide"]
+    num_classes = int((guide_state.get("loc_unconstrained", guide_state.get("W2_hat_unconstrained"))).shape[0])
+    pyro.set_rng_seed(cfg.seed)
+    model, guide = build_model(cfg, shape, num_classes)
+    model.load_state_dict(state["model"])
+    guide.load_state_dict(guide_state)
+    return cfg, model.to(device), guide.to(device), int(state["step"])
+
+
+def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | None = None,
+                 cache_dir: str | None = None, test_size: int | None = None, draws: int | None = None,
+                 device: str = "auto") -> dict[str, Any]:
+    """Evaluate a saved run on any data set variant (default: the one it was trained on)."""
+    from .build import resolve_device
+
+    dev = resolve_device(device)
+    out = Path(out)
+    if not (out / CONFIG).exists():
+        raise ConfigError(f"{out} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run")
+    trained_on = read_json(out / CONFIG)["dataset"]
+    name = dataset or trained_on
+    seed = int(read_json(out / CONFIG).get("seed", 0))
+    data = load_dataset(name, data_root=data_root, cache_dir=cache_dir, test_size=test_size, seed=seed)
+    cfg, model, guide, step = load_run(out, dev, input_shape=data.input_shape)
+    x, y = data.tensors("test", dev)
+    torch.manual_seed(cfg.seed + 1)
+    metrics = evaluate(model, guide, x, y, draws=draws or cfg.eval_draws)
+    return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
+            "test_accuracy": metrics["accuracy"], "test_nll": metrics["nll"], "test_size": int(x.shape[0]),
+            "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}

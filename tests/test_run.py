@@ -99,3 +99,25 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path, cache_dir, mn
 def test_python_api_ml_run(tmp_path, cache_dir, mnist):
     res = run_experiment(tiny_config(inference="ml"), tmp_path / "ml", cache_dir=cache_dir, progress=False)
     assert res["elbo_per_datapoint"] is None and res["train_loglik_per_datapoint"] < 0
+
+
+def test_evaluate_script_on_another_variant(script_run, cache_dir):
+    out, _ = script_run
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out), "--dataset", "mnist",
+                           "--test-size", "50", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["trained_on"] == "mnist-rot" and res["evaluated_on"] == "mnist" and res["test_size"] == 50
+    assert res["learned_invariance"].startswith("rotation ±")
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out / "nope")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a run folder" in bad.stderr
+
+
+def test_existing_run_is_never_overwritten(script_run, cache_dir):
+    out, _ = script_run
+    before = (out / "results.json").read_bytes()
+    proc = run_script([*TINY, "--out", str(out)], cache_dir)
+    assert proc.returncode == 2 and "already holds a run" in proc.stderr and "Traceback" not in proc.stderr
+    assert (out / "results.json").read_bytes() == before

@@ -1,0 +1,42 @@
+"""Bad input on the command line: one line naming the problem and the fix, exit status 2, no traceback."""
+import pytest
+
+from pyroinv.cli import train_main
+
+CASES = [
+    (["--invariance", "spin"], "argument --invariance: invalid choice: 'spin'"),
+    (["--network", "cnn"], "argument --network: invalid choice"),
+    (["--inference", "mcmc"], "argument --inference: invalid choice"),
+    (["--dataset", "mnist-upsidedown"], "unknown data set 'mnist-upsidedown'"),
+    (["--batch-size", "0"], "argument --batch-size: '0' must be positive"),
+    (["--samples", "-3"], "argument --samples: '-3' must be positive"),
+    (["--hidden", "many"], "argument --hidden: 'many' is not a positive integer"),
+    (["--epochs", "1.5"], "argument --epochs: '1.5' is not a positive integer"),
+    (["--lr", "0"], "argument --lr: '0' must be positive"),
+    (["--lr", "nan"], "argument --lr: 'nan' is not a finite number"),
+    (["--alpha", "-1"], "argument --alpha: '-1' must be positive"),
+    (["--device", "tpu"], "argument --device: invalid choice"),
+]
+
+
+@pytest.mark.parametrize("argv,message", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_bad_arguments_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYROINV_CACHE", str(tmp_path))
+    try:  # argparse errors exit; errors found later are returned
+        code = train_main([*argv, "--out", str(tmp_path / "run")])
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert message in lines[0] and "Traceback" not in err
+
+
+def test_cuda_without_cuda(capsys, tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rc = train_main(["--device", "cuda", "--out", str(tmp_path / "r"), "--cache-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "CUDA is not available" in err and "--device cpu" in err and err.count("\n") == 1
