@@ -121,3 +121,14 @@ def test_existing_run_is_never_overwritten(script_run, cache_dir):
     proc = run_script([*TINY, "--out", str(out)], cache_dir)
     assert proc.returncode == 2 and "already holds a run" in proc.stderr and "Traceback" not in proc.stderr
     assert (out / "results.json").read_bytes() == before
+
+
+def test_saved_posteriors_compare_with_arviz(script_run, tmp_path, cache_dir):
+    import arviz as az
+
+    out, _ = script_run
+    run_experiment(tiny_config(fixed_eta=90.0), tmp_path / "fixed90", cache_dir=cache_dir, progress=False)
+    models = {"learned": az.from_netcdf(str(out / "posterior.nc")),
+              "fixed 90": az.from_netcdf(str(tmp_path / "fixed90" / "posterior.nc"))}
+    table = az.compare(models)
+    assert set(table.index) == {"learned", "fixed 90"} and table["elpd_loo"].notna().all()

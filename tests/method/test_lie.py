@@ -72,3 +72,25 @@ def test_human_units():
     assert h["rotation_deg"] == pytest.approx(180.0) and h["scale_x_factor"] == pytest.approx(2.0)
     assert lie.from_human(2, 90.0) == pytest.approx(math.pi / 2) and lie.from_human(0, 7.0, 28) == pytest.approx(0.5)
     assert lie.describe(eta, (2,), 28) == "rotation ±180.0°"
+
+
+@pytest.mark.parametrize("constraint,init,ok", [("softplus", 0.3, True), ("softplus", 0.0, False),
+                                               ("tanh", 3.0, True), ("tanh", 3.2, False), ("none", -1.0, True)])
+def test_eta_constraints(constraint, init, ok):
+    from pyroinv.errors import ConfigError
+    from pyroinv.invariance import Invariance
+
+    if not ok:
+        with pytest.raises(ConfigError):
+            Invariance("rotation", init=init, constraint=constraint)
+        return
+    inv = Invariance("rotation", init=init, constraint=constraint)
+    assert float(inv.eta[2]) == pytest.approx(init, abs=1e-5)
+    with torch.no_grad():  # push the unconstrained value far out: the constraint holds
+        inv.eta_active_unconstrained.fill_(50.0 if constraint != "none" else 1.0)
+    if constraint == "tanh":
+        assert float(inv.eta[2]) <= math.pi
+    if constraint == "softplus":
+        with torch.no_grad():
+            inv.eta_active_unconstrained.fill_(-50.0)
+        assert float(inv.eta[2]) > 0
