@@ -77,7 +77,17 @@ def save_inference_data(idata, path: Path) -> None:
 
 
 def readable_summary(idata):
-    """``az.summary`` of the per-class weight norms and the shown test points' predictive probabilities."""
+    """``az.summary`` of the per-class weight norms and the shown test points' predictive probabilities.
+
+    A point estimate (one draw) has no spread: only its value is shown.
+    """
+    import warnings
+
     import arviz as az
 
-    return az.summary(idata, var_names=["w_norm", "p_true"], kind="stats")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's warnings for the spread of a single draw
+        table = az.summary(idata, var_names=["w_norm", "p_true"], kind="stats")
+    if idata.posterior.sizes["draw"] == 1:
+        table = table[["mean"]].rename(columns={"mean": "point estimate"})
+    return table

@@ -44,11 +44,11 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
     plt.close(fig)
 
 
-def plot_curves(records: Sequence[dict], path: Path, test_points: Sequence[dict] = ()) -> None:
-    """ELBO/N and training-batch NLL (smoothed), and the learning rate, against step."""
+def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N (minibatch estimate)") -> None:
+    """The objective per data point (``-loss / N``) and training-batch NLL (smoothed), and the learning rate."""
     steps = [r["step"] for r in records]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
-    for ax, key, label in ((axes[0], "elbo_per_datapoint", "ELBO / N (minibatch estimate)"),
+    for ax, key, label in ((axes[0], "elbo_per_datapoint", objective),
                            (axes[1], "nll", "training-batch NLL")):
         values = torch.tensor([r[key] for r in records], dtype=torch.float64)
         ax.plot(steps, values.numpy(), color="C0", alpha=0.3, lw=0.8, label="per step")
@@ -60,10 +60,6 @@ def plot_curves(records: Sequence[dict], path: Path, test_points: Sequence[dict]
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    if test_points:
-        axes[1].plot([t["step"] for t in test_points], [t["nll"] for t in test_points], "o-", color="C3",
-                     label="test NLL")
-        axes[1].legend(fontsize=8)
     lo = min(float(torch.tensor([r["elbo_per_datapoint"] for r in records]).quantile(0.05)), -0.05)
     axes[0].set_ylim(lo * 1.1, 0)
     axes[2].plot(steps, [r["lr"] for r in records], color="C2")

@@ -4,8 +4,9 @@
 ``python scripts/svi_train.py``. The run folder holds
 
 * ``config.json``: the resolved configuration;
-* ``metrics.jsonl``: one JSON record per logged step (step, epoch, loss, ELBO/N, training-batch
-  NLL, eta raw and in human units, learning rate, wall time);
+* ``metrics.jsonl``: one JSON record per logged step (step, epoch, loss, ``elbo_per_datapoint`` =
+  ``-loss / N`` (the minibatch ELBO estimate under ``vi``; the log joint under ``map`` and the
+  log-likelihood under ``ml``), training-batch NLL, eta raw and in human units, learning rate, wall time);
 * ``checkpoint.pt``: everything ``--resume`` needs (written atomically, loaded weights-only);
 * ``results.json``: test accuracy and NLL, ELBO/N on the training set, learned invariance,
   wall time, device and library versions;
@@ -116,6 +117,8 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
     log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, cfg.epochs,
              trainer.steps_per_epoch)
     every = checkpoint_every or trainer.steps_per_epoch
+    # -loss/N is the ELBO per data point under VI; under MAP the log joint, under ML the log-likelihood
+    objective = {"vi": "ELBO/N", "map": "logjoint/N", "ml": "loglik/N"}[cfg.inference]
     stop = {"signal": None}
 
     def handler(signum, _frame):
@@ -140,10 +143,11 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
                     metrics.write(json.dumps(r) + "\n")
                     metrics.flush()
                     desc = trainer.model.invariance.describe()
-                    bar.set_postfix_str(f"loss {r['loss']:.4g} ELBO/N {r['elbo_per_datapoint']:.3f} {desc}")
+                    bar.set_postfix_str(f"loss {r['loss']:.4g} {objective} {r['elbo_per_datapoint']:.3f} {desc}")
                     if bar.disable:
-                        log.info("step %d/%d epoch %d loss %.4g ELBO/N %.4f NLL %.3f %s lr %.2e %.2f steps/s",
-                                 r["step"], trainer.total_steps, r["epoch"], r["loss"], r["elbo_per_datapoint"],
+                        log.info("step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s lr %.2e %.2f steps/s",
+                                 r["step"], trainer.total_steps, r["epoch"], r["loss"], objective,
+                                 r["elbo_per_datapoint"],
                                  r["nll"], desc, r["lr"], r["step"] / max(trainer.wall_time, 1e-9))
                 bar.update(1)
                 if trainer.step % every == 0 or trainer.done:
@@ -188,7 +192,8 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     records = read_jsonl(out / METRICS)
     if records:
         plot_eta(records, inv.active, out / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
-        plot_curves(records, out / "curves.png")
+        label = {"vi": "ELBO / N (minibatch estimate)", "map": "log joint / N", "ml": "log-likelihood / N"}
+        plot_curves(records, out / "curves.png", objective=label[cfg.inference])
     if model.features.is_image:
         plot_filter_banks(model.features, out / "filters.png")
     idata = inference_data(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws, seed=cfg.seed)

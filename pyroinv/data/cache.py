@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -60,3 +61,42 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
     """Read an ``.npz`` written by :func:`save_arrays` (no pickle allowed)."""
     with np.load(path, allow_pickle=False) as f:
         return {k: f[k] for k in f.files}
+
+
+Source = Callable[[list[str]], "dict[str, np.ndarray] | None"]
+
+
+def convert_once(cache_dir: str | os.PathLike | None, cache_name: str, data_root: str | os.PathLike | None,
+                 download: bool | None, from_root: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
+                 from_download: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
+                 offline: Source | None, missing: Callable[[list[str]], str],
+                 check: Callable[[dict[str, np.ndarray]], None] | None = None) -> dict[str, np.ndarray]:
+    """Arrays from the cache, else from the first source that works (then cached).
+
+    Sources, in order: ``from_root(data_root)`` (the user's folder, ``data_root`` or
+    ``$PYROINV_DATA_ROOT``), ``from_download(cache)`` unless offline, then ``offline``.
+    Each source appends a note to ``tried`` when it fails; if none works a
+    :class:`~pyroinv.errors.DataError` with ``missing(tried)`` is raised.
+    """
+    from ..errors import DataError
+
+    cache = resolve_cache_dir(cache_dir)
+    cached = cache / cache_name
+    if cached.exists():
+        return load_arrays(cached)
+    tried: list[str] = []
+    root = Path(data_root).expanduser() if data_root is not None else default_data_root()
+    arrays = from_root(root, tried) if root is not None else None
+    if arrays is None:
+        if downloads_allowed(download):
+            arrays = from_download(cache, tried)
+        else:
+            tried.append("torchvision download (skipped: offline)")
+    if arrays is None and offline is not None:
+        arrays = offline(tried)
+    if arrays is None:
+        raise DataError(missing(tried))
+    if check is not None:
+        check(arrays)
+    save_arrays(cached, **arrays)
+    return arrays

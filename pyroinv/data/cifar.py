@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .cache import default_data_root, downloads_allowed, load_arrays, resolve_cache_dir, save_arrays
+from .cache import convert_once
 from .safe_pickle import safe_load
 from .splits import Split
 
@@ -29,26 +29,11 @@ def load_cifar10(data_root: str | os.PathLike | None = None, cache_dir: str | os
     Looks for ``cifar-10-batches-py/`` in ``data_root`` (or ``data_root`` itself being
     that folder), then tries torchvision's download into the cache.
     """
-    cache = resolve_cache_dir(cache_dir)
-    cached = cache / CACHE_NAME
-    if cached.exists():
-        return _split(load_arrays(cached))
-    tried: list[str] = []
-    root = Path(data_root).expanduser() if data_root is not None else default_data_root()
-    arrays = None
-    if root is not None:
-        arrays = _from_folder(root, tried)
-    if arrays is None:
-        if downloads_allowed(download):
-            arrays = _from_download(cache, tried)
-        else:
-            tried.append("torchvision download (skipped: offline)")
-    if arrays is None:
-        raise DataError(
+    arrays = convert_once(
+        cache_dir, CACHE_NAME, data_root, download, _from_folder, _from_download, offline=None,
+        missing=lambda tried: (
             "CIFAR-10 not found; tried " + "; ".join(tried) + ". Fix: pass --data-root DIR (or set "
-            f"PYROINV_DATA_ROOT) to a folder holding {FOLDER}/ from the official python-version archive."
-        )
-    save_arrays(cached, **arrays)
+            f"PYROINV_DATA_ROOT) to a folder holding {FOLDER}/ from the official python-version archive."))
     return _split(arrays)
 
 

