@@ -18,6 +18,8 @@ from typing import Sequence
 
 import torch
 
+from .errors import ConfigError
+
 GENERATOR_NAMES: tuple[str, ...] = ("translate_x", "translate_y", "rotate", "scale_x", "scale_y", "shear")
 
 #: The invariance presets: which generators are active (indices into GENERATOR_NAMES).
@@ -84,14 +86,14 @@ def deterministic_eps(num_samples: int, active: Sequence[int], dtype: torch.dtyp
     circle (spacing ``2 pi / m``, no duplicate at +-pi).
 
     Raises:
-        ValueError: the grid would exceed ``max_points`` transforms.
+        ConfigError: the grid would exceed ``max_points`` transforms.
     """
     k = len(active)
     if k == 0:
         return torch.zeros(1, 6, dtype=dtype, device=device)
     m = grid_points_per_axis(num_samples, k)
     if m ** k > max_points:
-        raise ValueError(f"a deterministic grid over {k} generators with {m} points each has {m ** k} transforms "
+        raise ConfigError(f"a deterministic grid over {k} generators with {m} points each has {m ** k} transforms "
                          f"(limit {max_points}); use stochastic sampling or fewer samples")
     axis = -1.0 + (2.0 * torch.arange(m, dtype=dtype) + 1.0) / m
     mesh = torch.cartesian_prod(*([axis] * k)).reshape(-1, k)

@@ -132,3 +132,23 @@ def test_saved_posteriors_compare_with_arviz(script_run, tmp_path, cache_dir):
               "fixed 90": az.from_netcdf(str(tmp_path / "fixed90" / "posterior.nc"))}
     table = az.compare(models)
     assert set(table.index) == {"learned", "fixed 90"} and table["elpd_loo"].notna().all()
+
+
+COMBINATIONS = [
+    dict(inference="ml", elbo="closed-form"),
+    dict(inference="map"),
+    dict(elbo="closed-form", network="rff"),
+    dict(sampling="deterministic", samples=3),
+    dict(invariance="affine", init_eta=0.5),
+    dict(invariance="translation", dataset="mnist-trans", init_eta=1.0, eta_constraint="softplus"),
+    dict(invariance="scale", dataset="mnist-scale", eta_constraint="tanh", init_eta=0.2),
+    dict(invariance="none"),
+    dict(fixed_eta=45.0, network="rff"),
+]
+
+
+@pytest.mark.parametrize("kw", COMBINATIONS, ids=[",".join(f"{k}={v}" for k, v in c.items()) for c in COMBINATIONS])
+def test_flag_combinations_train(tmp_path, cache_dir, mnist, kw):
+    kw = {"epochs": 1, **kw}
+    res = run_experiment(tiny_config(**kw), tmp_path / "r", cache_dir=cache_dir, progress=False)
+    assert res["steps"] == 4 and 0 <= res["test_accuracy"] <= 1 and res["test_nll"] > 0
