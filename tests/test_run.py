@@ -152,3 +152,12 @@ def test_flag_combinations_train(tmp_path, cache_dir, mnist, kw):
     kw = {"epochs": 1, **kw}
     res = run_experiment(tiny_config(**kw), tmp_path / "r", cache_dir=cache_dir, progress=False)
     assert res["steps"] == 4 and 0 <= res["test_accuracy"] <= 1 and res["test_nll"] > 0
+
+
+def test_results_table(script_run):
+    from pyroinv.report import markdown_table
+
+    out, _ = script_run
+    table = markdown_table([out]).splitlines()
+    assert table[0].startswith("| run | data |") and len(table) == 3
+    assert "| mnist-rot | relu | vi | rotation ±" in table[2]
