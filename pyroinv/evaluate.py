@@ -44,13 +44,16 @@ def classification_metrics(log_probs: torch.Tensor, y: torch.Tensor) -> dict[str
 
 @torch.no_grad()
 def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500,
-                       T: torch.Tensor | None = None) -> dict[str, float]:
+                       T: torch.Tensor | None = None, num_data: int | None = None) -> dict[str, float]:
     """ELBO / N on ``(x, y)``: ``(sum_n E_q[log f_hat(x_n)_{y_n}] - KL(q || p)) / N``.
 
     One fresh draw of ``W2`` per batch; one set of S transforms for the whole pass
     (each term stays unbiased). For a point guide the KL is replaced by
     ``-log p(W2_hat)`` (MAP; zero under the flat prior of maximum likelihood), and
     the value is the (penalised) log-likelihood per data point, not a bound.
+
+    ``num_data``: the size N of the training set the model was fitted to, when ``x`` is a
+    subset of it (the log-likelihood is then averaged over the subset, the KL divided by N).
     """
     T = model.sample_transforms() if T is None else T
     bank = model.features.weight_bank(T)
@@ -65,8 +68,9 @@ def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Ten
         penalty = torch.distributions.kl_divergence(guide.distribution(), prior).sum().item()
     else:
         penalty = -prior.log_prob(guide.W2_hat).sum().item()
-    return {"elbo_per_datapoint": (loglik - penalty) / n, "loglik_per_datapoint": loglik / n,
-            "kl_per_datapoint": penalty / n}
+    N = num_data or n
+    return {"elbo_per_datapoint": loglik / n - penalty / N, "loglik_per_datapoint": loglik / n,
+            "kl_per_datapoint": penalty / N}
 
 
 @torch.no_grad()

@@ -10,6 +10,7 @@ import math
 
 import torch
 from pyro.distributions import constraints
+from torch.distributions import biject_to
 from pyro.nn import PyroModule, PyroParam
 
 from . import lie
@@ -54,6 +55,7 @@ class Invariance(PyroModule):
         if self.learn:
             c = {"none": constraints.real, "softplus": constraints.softplus_positive,
                  "tanh": constraints.interval(-math.pi, math.pi)}[constraint]
+            self._constraint = c
             self.eta_active = PyroParam(eta0, constraint=c)
         else:
             self.register_buffer("eta_active", eta0)
@@ -77,6 +79,18 @@ class Invariance(PyroModule):
         else:
             raise ConfigError(f"unknown sampling {sampling!r}; choose stochastic or deterministic")
         return lie.transforms(eta, eps)
+
+    @torch.no_grad()
+    def set_eta(self, generator: int, raw: float) -> None:
+        """Set one active ``eta_k`` to the raw value ``raw`` (through its constraint when learned)."""
+        if generator not in self.active:
+            raise ConfigError(f"generator {generator} is not active in the {self.preset} invariance")
+        values = self.eta_active.detach().clone()
+        values[self.active.index(generator)] = raw
+        if self.learn:
+            self.eta_active_unconstrained.copy_(biject_to(self._constraint).inv(values))
+        else:
+            self.eta_active.copy_(values)
 
     def human(self) -> dict[str, float]:
         """``eta`` in degrees, pixels and scale factors (see :func:`pyroinv.lie.to_human`)."""

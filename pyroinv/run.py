@@ -265,3 +265,31 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
             "test_accuracy": metrics["accuracy"], "test_nll": metrics["nll"], "test_size": int(x.shape[0]),
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
+
+
+@torch.no_grad()
+def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_root: str | None = None,
+                cache_dir: str | None = None, train_size: int | None = None, device: str = "auto",
+                seed: int = 0) -> list[dict[str, float]]:
+    """ELBO/N of a trained run with one ``eta`` generator set to each of ``values`` (human units).
+
+    Everything else (``W1``, ``q``) stays as trained, so this profiles the bound along ``eta``
+    at the trained parameters: where it peaks is where gradient ascent on ``eta`` would settle.
+    """
+    from .build import resolve_device
+
+    dev = resolve_device(device)
+    out = Path(out)
+    saved = read_json(out / CONFIG)
+    full = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
+                        seed=int(saved.get("seed", 0)))
+    num_data = len(full.y_train)  # the KL is divided by the N the run was trained on
+    data = full.subset(train_size=train_size, seed=seed) if train_size else full
+    cfg, model, guide, _ = load_run(out, dev, input_shape=data.input_shape)
+    x, y = data.tensors("train", dev)
+    rows = []
+    for value in values:
+        model.invariance.set_eta(generator, lie.from_human(generator, value, model.invariance.image_size))
+        torch.manual_seed(seed)
+        rows.append({"eta_human": value, **elbo_per_datapoint(model, guide, x, y, num_data=num_data)})
+    return rows

@@ -161,3 +161,15 @@ def test_results_table(script_run):
     table = markdown_table([out]).splitlines()
     assert table[0].startswith("| run | data |") and len(table) == 3
     assert "| mnist-rot | relu | vi | rotation ±" in table[2]
+
+
+def test_eta_profile_script(script_run, cache_dir):
+    out, _ = script_run
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "eta_profile.py"), str(out), "--values", "0", "90",
+                           "--train-size", "40"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 0 ") or line.startswith("| 90 ")]
+    assert len(rows) == 2
+    kl = {float(r.split("|")[4]) for r in rows}
+    assert len(kl) == 1  # q is untouched: the same KL for every eta

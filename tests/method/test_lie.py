@@ -95,3 +95,15 @@ def test_eta_constraints(constraint, init, ok):
         with torch.no_grad():
             inv.eta_active_unconstrained.fill_(-50.0)
         assert float(inv.eta[2]) > 0
+
+
+@pytest.mark.parametrize("constraint", ["none", "softplus", "tanh"])
+def test_set_eta_respects_the_constraint(constraint):
+    from pyroinv.invariance import Invariance
+
+    inv = Invariance("translation", init=[0.2, 0.3], constraint=constraint)
+    inv.set_eta(1, 0.7)
+    assert inv.eta.detach()[[0, 1]].tolist() == pytest.approx([0.2, 0.7], abs=1e-5)
+    fixed = Invariance("rotation", init=0.1, learn=False)
+    fixed.set_eta(2, 1.5)
+    assert float(fixed.eta[2]) == pytest.approx(1.5)
