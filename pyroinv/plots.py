@@ -112,3 +112,23 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
+                  title: str = "") -> None:
+    """Several runs' ``eta`` (human units) against step in one panel (the paper's Figures 2 and 6)."""
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    for i, (label, records) in enumerate(runs):
+        ax.plot([r["step"] for r in records], [r["eta_human"][key] for r in records], lw=1.8, color=f"C{i}",
+                label=label)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(HUMAN_LABELS[key])
+    if key == "rotation_deg":
+        ax.set_ylim(0, 185)
+        ax.axhline(180, color="grey", lw=0.8, ls="--")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or "learned invariance over training", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -173,3 +173,15 @@ def test_eta_profile_script(script_run, cache_dir):
     assert len(rows) == 2
     kl = {float(r.split("|")[4]) for r in rows}
     assert len(kl) == 1  # q is untouched: the same KL for every eta
+
+
+def test_plot_eta_runs_script(script_run, tmp_path):
+    out, _ = script_run
+    png = tmp_path / "eta.png"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_eta_runs.py"), str(out), str(out),
+                           "--labels", "a", "b", "--out", str(png)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_eta_runs.py"), str(out), "--labels", "a", "b",
+                          "--out", str(png)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "one label per run" in bad.stderr
