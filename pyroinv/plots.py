@@ -25,6 +25,16 @@ HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "s
               4: "scale_y_factor", 5: "shear"}
 
 
+def _eta_axes(ax, key: str) -> None:
+    """Labels and limits of an eta-over-training panel (rotation on 0..185 degrees with a line at 180)."""
+    ax.set_xlabel("training step")
+    ax.set_ylabel(HUMAN_LABELS[key])
+    if key == "rotation_deg":
+        ax.set_ylim(0, 185)
+        ax.axhline(180, color="grey", lw=0.8, ls="--")
+    ax.grid(alpha=0.3)
+
+
 def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: str = "") -> None:
     """Learned invariance in human units against training step, one panel per kind of generator."""
     keys = [HUMAN_KEYS[k] for k in active] or ["rotation_deg"]
@@ -32,12 +42,7 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
     steps = [r["step"] for r in records]
     for ax, key in zip(axes[0], keys):
         ax.plot(steps, [r["eta_human"][key] for r in records], color="C0", lw=1.8)
-        ax.set_xlabel("training step")
-        ax.set_ylabel(HUMAN_LABELS[key])
-        if key == "rotation_deg":
-            ax.set_ylim(0, 185)
-            ax.axhline(180, color="grey", lw=0.8, ls="--")
-        ax.grid(alpha=0.3)
+        _eta_axes(ax, key)
     fig.suptitle(title or "learned invariance over training")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -121,12 +126,7 @@ def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: s
     for i, (label, records) in enumerate(runs):
         ax.plot([r["step"] for r in records], [r["eta_human"][key] for r in records], lw=1.8, color=f"C{i}",
                 label=label)
-    ax.set_xlabel("training step")
-    ax.set_ylabel(HUMAN_LABELS[key])
-    if key == "rotation_deg":
-        ax.set_ylim(0, 185)
-        ax.axhline(180, color="grey", lw=0.8, ls="--")
-    ax.grid(alpha=0.3)
+    _eta_axes(ax, key)
     ax.legend(fontsize=8)
     ax.set_title(title or "learned invariance over training", fontsize=10)
     fig.tight_layout()

@@ -100,3 +100,16 @@ def convert_once(cache_dir: str | os.PathLike | None, cache_name: str, data_root
         check(arrays)
     save_arrays(cached, **arrays)
     return arrays
+
+
+def torchvision_download(cache: Path, dataset: str, tried: list[str]) -> Path | None:
+    """Download ``torchvision.datasets.<dataset>`` into ``cache/torchvision``; its root, or None (noted in ``tried``)."""
+    import torchvision
+
+    root = cache / "torchvision"
+    try:
+        getattr(torchvision.datasets, dataset)(str(root), train=True, download=True)
+    except Exception as err:  # no network, a mirror down, a corrupt archive: try the next source
+        tried.append(f"torchvision download ({type(err).__name__})")
+        return None
+    return root

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .cache import convert_once
+from .cache import convert_once, torchvision_download
 from .safe_pickle import safe_load
 from .splits import Split
 
@@ -67,12 +67,5 @@ def _from_folder(root: Path, tried: list[str]) -> dict[str, np.ndarray] | None:
 
 
 def _from_download(cache: Path, tried: list[str]) -> dict[str, np.ndarray] | None:
-    import torchvision
-
-    root = cache / "torchvision"
-    try:
-        torchvision.datasets.CIFAR10(str(root), train=True, download=True)
-    except Exception as err:
-        tried.append(f"torchvision download ({type(err).__name__})")
-        return None
-    return _from_folder(root, tried)
+    root = torchvision_download(cache, "CIFAR10", tried)
+    return None if root is None else _from_folder(root, tried)

