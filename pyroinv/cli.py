@@ -17,7 +17,7 @@ from .config import DEVICES, ELBOS, INFERENCES, SAMPLINGS, Config
 from .errors import PyroinvError
 from .networks import NETWORKS
 
-EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+EXIT_USAGE = 2
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -130,9 +130,9 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         out = args.out or default_out(cfg)
         run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
                        progress=args.progress, log_every=args.log_every)
-    except Interrupted as err:
+    except Interrupted as err:  # the checkpoint is written; exit as a process stopped by that signal would
         sys.stderr.write(f"{err}\n")
-        return EXIT_INTERRUPTED
+        return 128 + err.signum
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE

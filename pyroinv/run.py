@@ -44,7 +44,11 @@ class TrainingDiverged(PyroinvError):
 
 
 class Interrupted(PyroinvError):
-    """SIGINT or SIGTERM arrived; a checkpoint was written."""
+    """SIGINT or SIGTERM arrived; a checkpoint was written. ``signum`` says which."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
 
 
 def versions() -> dict[str, str]:
@@ -157,7 +161,8 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
                     save_checkpoint(out / CHECKPOINT, trainer.state_dict())
                     if stop["signal"] is not None:
                         raise Interrupted(f"stopped by signal {signal.Signals(stop['signal']).name} at step "
-                                          f"{trainer.step}; checkpoint written, continue with --resume")
+                                          f"{trainer.step}; checkpoint written, continue with --resume",
+                                          stop["signal"])
                     return {"step": trainer.step, "finished": False}
     finally:
         bar.close()
