@@ -1,0 +1,108 @@
+"""Timing of the ways to compute the weight-space invariant network (``scripts/benchmark.py``).
+
+Each *training step* here is the forward and backward pass of the network part of the loss,
+``-sum_n log f_hat(x_n)_{y_n}`` for one batch and one draw of ``W2``, with gradients for ``eta``,
+``W1`` (ReLU) and ``W2``; the guide and the optimiser cost the same on every path and are left out.
+
+* ``naive``: warp the S x H weight images with ``grid_sample`` (the paper's description);
+* ``input-aug``: warp every input S times with the inverse transforms (Augerino-style augmentation);
+* ``pyroinv``: :meth:`pyroinv.networks.InvariantFeatures.forward` with ``path="auto"``;
+* ``floor``: the matrix products and activations alone, with no warp: inputs already transformed
+  (an ``(S, B, D)`` leaf), with the gradient with respect to them that learning ``eta`` needs, so
+  the same three ``S B D H`` products as every other path (forward, ``dW1``, ``d input``).
+
+Evaluation throughput: images per second over a test set with a fixed set of S transforms, either
+re-warping the weights for every batch (naive) or warping them once (pyroinv).
+"""
+from __future__ import annotations
+
+import math
+import resource
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from . import lie
+from .invariance import Invariance
+from .model import mc_log_predictive
+from .networks import InvariantFeatures
+from .warp import warp_images
+
+PATHS = ("naive", "input-aug", "pyroinv", "floor")
+
+
+def _setup(network: str, hidden: int, samples: int, batch: int, seed: int = 0):
+    torch.manual_seed(seed)
+    inv = Invariance("rotation", init=math.radians(30.0), image_size=28)
+    feats = InvariantFeatures((1, 28, 28), inv, hidden=hidden, network=network)
+    x = torch.rand(batch, 1, 28, 28)
+    y = torch.randint(0, 10, (batch,))
+    W2 = torch.randn(10, feats.num_features, requires_grad=True)
+    eps = lie.stochastic_eps(samples, inv.active)
+    return feats, inv, x, y, W2, eps
+
+
+def step_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
+                  batch: int = 128) -> Callable[[], float]:
+    """A closure running one forward + backward pass on ``path``; returns the loss."""
+    feats, inv, x, y, W2, eps = _setup(network, hidden, samples, batch)
+
+    pre_transformed = x.reshape(1, batch, -1).repeat(samples, 1, 1).requires_grad_(True)
+
+    def loss_of(features: torch.Tensor) -> torch.Tensor:
+        return -mc_log_predictive(features, W2).gather(1, y.unsqueeze(1)).sum()
+
+    def step() -> float:
+        feats.zero_grad(set_to_none=True)
+        W2.grad = None
+        pre_transformed.grad = None
+        if path == "floor":
+            f = feats.activation(torch.matmul(pre_transformed, feats.W1.T) + feats.b1)
+        elif path == "input-aug":
+            T_inv = lie.transforms(inv.eta, -eps)  # expm(-A) = expm(A)^-1
+            xs = warp_images(x.repeat(samples, 1, 1, 1), T_inv.repeat_interleave(batch, 0))
+            f = feats.activation(torch.matmul(xs.reshape(samples, batch, -1), feats.W1.T) + feats.b1)
+        else:
+            f = feats(x, lie.transforms(inv.eta, eps), path="weights" if path == "naive" else "auto")
+        loss = loss_of(f)
+        loss.backward()
+        return loss.item()
+
+    return step
+
+
+def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2) -> float:
+    """Median wall time of ``fn`` in seconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+@torch.no_grad()
+def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32, n_test: int = 10000,
+                  batch: int = 500) -> Callable[[], None]:
+    """A closure predicting ``n_test`` images with S deterministic transforms (naive: warp per batch)."""
+    feats, inv, _, _, W2, _ = _setup(network, hidden, samples, 1)
+    x = torch.rand(n_test, 1, 28, 28)
+    T = inv.sample_transforms(samples, "deterministic")
+    W2 = W2.detach()
+
+    def run() -> None:
+        bank = feats.weight_bank(T) if path == "pyroinv" else None
+        for i in range(0, n_test, batch):
+            b = feats.weight_bank(T) if bank is None else bank
+            mc_log_predictive(feats.apply_bank(x[i:i + batch], b), W2)
+
+    return run
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory so far, in MiB (Linux ``ru_maxrss`` is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
