@@ -82,7 +82,7 @@ def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
 
 
 def _progress(total: int, initial: int, enabled: bool | None):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     if enabled is None:
         enabled = sys.stderr.isatty()
