@@ -1,5 +1,4 @@
 """Every notebook runs top to bottom at smoke size."""
-import os
 from pathlib import Path
 
 import nbformat

@@ -17,7 +17,7 @@ from pyroinv.cli import train_main
 from pyroinv.run import TrainingDiverged, run_experiment
 from pyroinv.train import Trainer
 
-from .test_run import ROOT, TINY, run_script, tiny_config
+from .test_run import ROOT, TINY, tiny_config
 
 
 def _params(run: Path) -> dict:
