@@ -25,12 +25,12 @@ HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "s
               4: "scale_y_factor", 5: "shear"}
 
 
-def _eta_axes(ax, key: str) -> None:
-    """Labels and limits of an eta-over-training panel (rotation on 0..185 degrees with a line at 180)."""
+def _eta_axes(ax, key: str, top: float = 0.0) -> None:
+    """Labels and limits of an eta-over-training panel (rotation from 0 to at least 185 degrees, a line at 180)."""
     ax.set_xlabel("training step")
     ax.set_ylabel(HUMAN_LABELS[key])
     if key == "rotation_deg":
-        ax.set_ylim(0, 185)
+        ax.set_ylim(0, max(185.0, top * 1.03))
         ax.axhline(180, color="grey", lw=0.8, ls="--")
     ax.grid(alpha=0.3)
 
@@ -41,8 +41,9 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
     fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
     steps = [r["step"] for r in records]
     for ax, key in zip(axes[0], keys):
-        ax.plot(steps, [r["eta_human"][key] for r in records], color="C0", lw=1.8)
-        _eta_axes(ax, key)
+        values = [r["eta_human"][key] for r in records]
+        ax.plot(steps, values, color="C0", lw=1.8)
+        _eta_axes(ax, key, max(values))
     fig.suptitle(title or "learned invariance over training")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -122,12 +123,17 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
 def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
                   title: str = "") -> None:
     """Several runs' ``eta`` (human units) against step in one panel (the paper's Figures 2 and 6)."""
-    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    fig, ax = plt.subplots(figsize=(5.6 + (2.4 if len(runs) > 3 else 0), 3.6))
+    top = 0.0
     for i, (label, records) in enumerate(runs):
-        ax.plot([r["step"] for r in records], [r["eta_human"][key] for r in records], lw=1.8, color=f"C{i}",
-                label=label)
-    _eta_axes(ax, key)
-    ax.legend(fontsize=8)
+        values = [r["eta_human"][key] for r in records]
+        top = max(top, max(values))
+        ax.plot([r["step"] for r in records], values, lw=1.8, color=f"C{i}", label=label)
+    _eta_axes(ax, key, top)
+    if len(runs) > 3:  # many runs: the legend goes beside the axes, not over the curves
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    else:
+        ax.legend(fontsize=8)
     ax.set_title(title or "learned invariance over training", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
