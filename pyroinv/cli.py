@@ -86,7 +86,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=d.seed, help="random seed (data subset, initialisation, sampling)")
     p.add_argument("--device", choices=DEVICES, default=d.device, help="auto picks CUDA when available")
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/DATASET-INVARIANCE-NETWORK-INFERENCE-sSEED)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its checkpoint (flags not given are taken from the run)")
     p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
     p.add_argument("--cache-dir", default=None, help="cache for converted data (default $PYROINV_CACHE or ~/.cache/pyroinv)")
     p.add_argument("--log-every", type=pos_int, default=10, help="steps between metric records")
@@ -119,15 +120,40 @@ def setup_logging() -> None:
     warnings.filterwarnings("ignore", message="ArviZ is undergoing a major refactor", category=FutureWarning)
 
 
+def given_flags(argv: Sequence[str]) -> set[str]:
+    """Names (``snake_case``) of the options written on the command line."""
+    names = set()
+    for a in argv:
+        if a.startswith("--"):
+            names.add(a[2:].split("=", 1)[0].replace("-", "_"))
+    return names
+
+
+def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> Config:
+    """With ``--resume``: the saved configuration, overridden only by the flags actually given.
+
+    A given flag that differs from the saved value is then reported by the run as a mismatch.
+    """
+    from .checkpoint import read_json
+
+    saved = read_json(out / "config.json")
+    names = {f.name for f in fields(Config)}
+    given = given_flags(argv) & names
+    return Config.from_dict({**saved, **{k: v for k, v in vars(args).items() if k in given}}).validate()
+
+
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``svi_train.py``: parse arguments, run, print results; one-line errors."""
     from .run import Interrupted, run_experiment
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = train_parser().parse_args(argv)
     setup_logging()
     try:
         cfg = config_from_args(args)
         out = args.out or default_out(cfg)
+        if args.resume and (out / "config.json").exists():
+            cfg = resume_config(args, argv, out)
         run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
                        progress=args.progress, log_every=args.log_every)
     except Interrupted as err:  # the checkpoint is written; exit as a process stopped by that signal would

