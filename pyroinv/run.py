@@ -206,12 +206,12 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     results["eval_wall_time_s"] = time.perf_counter() - t0
     write_json(out / RESULTS, results)
     print(f"\nlearned invariance: {inv.describe()}")
-    print(f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}  "
-          f"train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if cfg.inference == "vi" else
-          f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}")
+    line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
+    print(line + (f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if cfg.inference == "vi" else ""))
     print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
     print(readable_summary(idata).to_string())
-    print(f"\nresults in {out}/ (results.json, metrics.jsonl, eta.png, curves.png, filters.png, posterior.nc)")
+    written = sorted(p.name for p in out.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))
+    print(f"\nresults in {out}/ ({', '.join(written)})")
     return results
 
 
