@@ -17,6 +17,7 @@ needs several chains, so neither diagnoses the fit.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -32,18 +33,24 @@ SUMMARY_TEST_POINTS = 5
 @torch.no_grad()
 def inference_data(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Tensor, draws: int = 32,
                    batch_size: int = 500, seed: int = 0):
-    """Build the ``InferenceData`` (see module docstring) and the per-draw test log-likelihood."""
+    """Build the ``InferenceData`` (see module docstring).
+
+    Returns ``(idata, log_probs)``: ``log_probs`` ``(N, K)`` is the posterior predictive of the same
+    draws and transforms (``log mean_l p(y | x, W2_l)``), from which test accuracy and NLL follow
+    without a second pass over the test set.
+    """
     import arviz as az
 
     W2 = posterior_draws(guide, draws)                     # (L, K, D)
     L = W2.shape[0]
     T = model.sample_transforms()
     bank = model.features.weight_bank(T)
-    loglik, ypred = [], []
+    loglik, ypred, predictive = [], [], []
     g = torch.Generator(device="cpu").manual_seed(seed)
     for i in range(0, x_test.shape[0], batch_size):
         feats = model.features.apply_bank(x_test[i:i + batch_size], bank)            # (S, B, D)
         per_draw = torch.stack([mc_log_predictive(feats, W2[l]) for l in range(L)])  # (L, B, K)
+        predictive.append((torch.logsumexp(per_draw, 0) - math.log(L)).cpu())
         yb = y_test[i:i + batch_size]
         loglik.append(per_draw.gather(2, yb.view(1, -1, 1).expand(L, -1, 1))[..., 0].cpu())
         ypred.append(torch.multinomial(per_draw.exp().reshape(-1, per_draw.shape[-1]).cpu(), 1, generator=g)
@@ -68,7 +75,7 @@ def inference_data(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: tor
         attrs={"invariance": model.invariance.describe(), "inference_library": "pyro",
                "note": "variational posterior draws (one chain); eta is a point estimate"},
     )
-    return idata
+    return idata, torch.cat(predictive)
 
 
 def save_inference_data(idata, path: Path) -> None:

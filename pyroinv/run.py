@@ -31,7 +31,7 @@ from .checkpoint import load_checkpoint, read_json, read_jsonl, save_checkpoint,
 from .config import Config
 from .data import describe, load_dataset
 from .errors import ConfigError, PyroinvError
-from .evaluate import elbo_per_datapoint, evaluate
+from .evaluate import classification_metrics, elbo_per_datapoint, evaluate
 from .train import Trainer
 
 log = logging.getLogger("pyroinv")
@@ -180,7 +180,10 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, guide = trainer.model, trainer.guide
     torch.manual_seed(cfg.seed + 1)
-    test = evaluate(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
+    # one pass over the test set gives the ArviZ groups and the posterior-predictive metrics
+    idata, log_probs = inference_data(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws,
+                                      seed=cfg.seed)
+    test = classification_metrics(log_probs, trainer.y_test.cpu())
     elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train)
     inv = model.invariance
     eta = inv.eta.detach().cpu()
@@ -201,7 +204,6 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
         plot_curves(records, out / "curves.png", objective=label[cfg.inference])
     if model.features.is_image:
         plot_filter_banks(model.features, out / "filters.png")
-    idata = inference_data(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws, seed=cfg.seed)
     save_inference_data(idata, out / "posterior.nc")
     results["eval_wall_time_s"] = time.perf_counter() - t0
     write_json(out / RESULTS, results)
