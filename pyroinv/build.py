@@ -28,10 +28,11 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
                             constraint=cfg.eta_constraint, image_size=image_size)
     features = InvariantFeatures(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
                                  blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
-                                 rff_lengthscale=cfg.rff_lengthscale)
-    prior = "flat" if cfg.inference == "ml" else "normal"
+                                 rff_lengthscale=cfg.rff_lengthscale,
+                                 augment="inputs" if cfg.inference == "augerino" else "weights")
+    prior = "flat" if cfg.inference in ("ml", "augerino") else "normal"
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=prior, num_samples=cfg.samples,
-                         sampling=cfg.sampling)
+                         sampling=cfg.sampling, width_weight=cfg.width_weight if cfg.inference == "augerino" else 0.0)
     if cfg.inference == "vi":
         guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features, init_scale=cfg.guide_init_scale)
     else:

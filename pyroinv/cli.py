@@ -61,7 +61,9 @@ def train_parser() -> argparse.ArgumentParser:
                         "mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, or a path to an .npz")
     p.add_argument("--network", choices=NETWORKS, default=d.network, help="ReLU network (W1 learned) or random Fourier features (W1 fixed)")
     p.add_argument("--inference", choices=INFERENCES, default=d.inference,
-                   help="vi: Gaussian q(W2) on the ELBO; map: point W2 with the prior; ml: point W2, plain cross-entropy")
+                   help="vi: Gaussian q(W2) on the ELBO; map: point W2 with the prior; ml: point W2, plain cross-entropy; "
+                        "augerino: transforms on the inputs, point W2, cross-entropy minus --width-weight * ||eta|| "
+                        "(Benton et al. 2020)")
     p.add_argument("--elbo", choices=ELBOS, default=d.elbo, help="Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)")
     p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H")
     p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
@@ -82,6 +84,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--rff-lengthscale", type=pos_float, default=None, help="RFF lengthscale (overrides --rff-sigma)")
     p.add_argument("--train-size", type=pos_int, default=None, help="class-balanced subset of the training set")
     p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
+    p.add_argument("--width-weight", type=any_float, default=d.width_weight,
+                   help="--inference augerino only: weight of the reward on the augmentation width ||eta||_2")
     p.add_argument("--eval-draws", type=pos_int, default=d.eval_draws, help="W2 draws for the posterior predictive")
     p.add_argument("--seed", type=int, default=d.seed, help="random seed (data subset, initialisation, sampling)")
     p.add_argument("--device", choices=DEVICES, default=d.device, help="auto picks CUDA when available")

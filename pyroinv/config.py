@@ -9,7 +9,7 @@ from . import lie
 from .errors import ConfigError
 from .networks import NETWORKS
 
-INFERENCES = ("vi", "map", "ml")
+INFERENCES = ("vi", "map", "ml", "augerino")
 ELBOS = ("trace", "closed-form")
 SAMPLINGS = ("stochastic", "deterministic")
 DEVICES = ("auto", "cpu", "cuda")
@@ -24,6 +24,8 @@ class Config:
     ``epochs`` is not stated in the paper; 10 is this package's default.
     ``guide_init_scale`` is the initial diagonal of the guide's Cholesky factors (paper: 1,
     i.e. ``L = I``).
+    ``inference="augerino"`` is the Augerino-style baseline (Benton et al., 2020): the transforms act
+    on the *inputs*, W2 is a point estimate, and the loss is ``CE - width_weight * ||eta||_2``.
     """
 
     dataset: str = "mnist-rot"
@@ -47,6 +49,7 @@ class Config:
     rff_lengthscale: float | None = None
     train_size: int | None = None
     test_size: int | None = None
+    width_weight: float = 0.01
     eval_draws: int = 8
     seed: int = 0
     device: str = "auto"
@@ -75,6 +78,8 @@ class Config:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a non-negative number, got {value!r}")
+        if not math.isfinite(self.width_weight) or self.width_weight < 0:
+            raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
         for name in ("init_eta", "fixed_eta"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):

@@ -59,7 +59,7 @@ class InvariantBNN(PyroModule):
     """
 
     def __init__(self, features: InvariantFeatures, num_classes: int, alpha: float = 1.0, prior: str = "normal",
-                 num_samples: int = 32, sampling: str = "stochastic") -> None:
+                 num_samples: int = 32, sampling: str = "stochastic", width_weight: float = 0.0) -> None:
         super().__init__()
         if prior not in PRIORS:
             raise ConfigError(f"unknown prior {prior!r}; choose one of {', '.join(PRIORS)}")
@@ -71,6 +71,7 @@ class InvariantBNN(PyroModule):
         self.prior_kind = prior
         self.num_samples = num_samples
         self.sampling = sampling
+        self.width_weight = float(width_weight)
 
     @property
     def invariance(self):
@@ -100,4 +101,7 @@ class InvariantBNN(PyroModule):
         batch = x.shape[0]
         with pyro.plate("data", num_data or batch, subsample=torch.arange(batch, device=x.device)):
             pyro.sample("y", dist.Categorical(logits=logp), obs=y)
+        if self.width_weight and self.invariance.learn:
+            # Augerino's width reward, lambda * ||eta||_2 per data point (loss = CE - lambda ||eta||)
+            pyro.factor("width_reward", (num_data or batch) * self.width_weight * self.invariance.eta.norm())
         return logp

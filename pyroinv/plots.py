@@ -138,3 +138,38 @@ def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: s
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "",
+                    key: str = "rotation_deg") -> None:
+    """One panel per data set, one line per run ``(label, seed, records)``: the paper's Figures 2, 6, C.1-C.2.
+
+    A label keeps its colour in every panel; seeds 0, 1, 2, ... are drawn solid, dashed, dotted, ...
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels) + 1.8, 3.4), squeeze=False, sharey=True)
+    colours: dict[str, str] = {}
+    styles = ("-", "--", ":", "-.")
+    top = 0.0
+    for ax, (name, runs) in zip(axes[0], panels.items()):
+        for label, seed, records in runs:
+            colour = colours.setdefault(label, f"C{len(colours)}")
+            values = [r["eta_human"][key] for r in records]
+            top = max([top, *values])
+            ax.plot([r["step"] for r in records], values, lw=1.5, color=colour, ls=styles[seed % len(styles)])
+        ax.set_title(name, fontsize=10)
+    for ax in axes[0]:
+        _eta_axes(ax, key, top)
+    for ax in axes[0][1:]:
+        ax.set_ylabel("")
+    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in colours.values()]
+    seeds = sorted({seed for runs in panels.values() for _, seed, _ in runs})
+    labels = list(colours)
+    if len(seeds) > 1:
+        handles += [plt.Line2D([], [], color="k", lw=1.2, ls=styles[s % len(styles)]) for s in seeds]
+        labels += [f"seed {s}" for s in seeds]
+    right = 1 - 1.7 / (4.0 * len(panels) + 1.8)
+    fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(right, 0.5))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, right, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -122,7 +122,7 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
              trainer.steps_per_epoch)
     every = checkpoint_every or trainer.steps_per_epoch
     # -loss/N is the ELBO per data point under VI; under MAP the log joint, under ML the log-likelihood
-    objective = {"vi": "ELBO/N", "map": "logjoint/N", "ml": "loglik/N"}[cfg.inference]
+    objective = {"vi": "ELBO/N", "map": "logjoint/N", "ml": "loglik/N", "augerino": "loglik+reward/N"}[cfg.inference]
     stop = {"signal": None}
 
     def handler(signum, _frame):
@@ -200,9 +200,10 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     records = read_jsonl(out / METRICS)
     if records:
         plot_eta(records, inv.active, out / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
-        label = {"vi": "ELBO / N (minibatch estimate)", "map": "log joint / N", "ml": "log-likelihood / N"}
+        label = {"vi": "ELBO / N (minibatch estimate)", "map": "log joint / N", "ml": "log-likelihood / N",
+                 "augerino": "log-likelihood / N + width reward"}
         plot_curves(records, out / "curves.png", objective=label[cfg.inference])
-    if model.features.is_image:
+    if model.features.is_image and model.features.augment == "weights":  # Augerino warps inputs, not filters
         plot_filter_banks(model.features, out / "filters.png")
     save_inference_data(idata, out / "posterior.nc")
     results["eval_wall_time_s"] = time.perf_counter() - t0

@@ -1,0 +1,81 @@
+"""``scripts/reproduce.py``: run a grid of the paper and write its table into docs/RESULTS.md."""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..cli import OneLineParser
+from ..errors import PyroinvError
+from .grids import PROTOCOLS, tables
+from .runner import Job, Runner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parser() -> OneLineParser:
+    names = list(tables())
+    p = OneLineParser(prog="reproduce.py", description=(
+        "Run the paper's experiment grids (a finished cell is not rerun; an interrupted one is resumed) and "
+        "write each table, next to the paper's numbers, into docs/RESULTS.md."))
+    p.add_argument("tables", nargs="+", metavar="TABLE", choices=names + ["claims"],
+                   help=f"one or more of: {', '.join(names)}; 'claims' writes the verdict table only")
+    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cpu",
+                   help="paper: the paper's settings; cpu: documented reductions for a 2-core CPU (default: cpu)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every cell (default: 0)")
+    p.add_argument("--rows", nargs="+", metavar="TEXT",
+                   help="only the rows whose label contains one of these (e.g. fixed; default: every row)")
+    p.add_argument("--jobs", type=int, default=1, help="cells trained at the same time (default: 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per cell (default: 1)")
+    p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "reproduce",
+                   help="where cell folders go: RUNS_DIR/PROTOCOL/CELL (default: runs/reproduce)")
+    p.add_argument("--results-md", type=Path, default=ROOT / "docs" / "RESULTS.md",
+                   help="the Markdown file whose marked sections are rewritten (default: docs/RESULTS.md)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print each cell's command and state; run nothing")
+    mode.add_argument("--report-only", action="store_true", help="write the tables from finished cells; run nothing")
+    mode.add_argument("--no-report", action="store_true", help="run the cells; leave docs/RESULTS.md alone")
+    return p
+
+
+def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path,
+            rows: Sequence[str] | None = None) -> list[Job]:
+    grid = tables()
+    seen: dict[Job, None] = {}
+    for key in keys:
+        if key == "claims":
+            continue
+        for seed in seeds:
+            for cell in grid[key].cells(rows):
+                seen.setdefault(Job(cell, seed, protocol, root))
+    return list(seen)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    if args.jobs < 1 or args.threads < 1:
+        p.error("--jobs and --threads must be positive integers")
+    jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows)
+    try:
+        if args.dry_run:
+            for job in jobs:
+                cmd = " ".join(shlex.quote(a) for a in ["python", f"scripts/{job.cell.script}",
+                                                        *job.cell.argv(args.protocol, job.seed, str(job.out))])
+                print(f"[{job.state()}] {cmd}")
+            return 0
+        if not args.report_only:
+            Runner(args.jobs, args.threads).run(jobs, report=lambda s: print(s, flush=True))
+        if not args.no_report:
+            from .tables import write_report
+            written = write_report(args.tables, args.protocol, args.runs_dir, args.results_md)
+            print(f"wrote {', '.join(written)} into {args.results_md}")
+    except PyroinvError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: running cells were checkpointed; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,161 @@
+"""Markdown for docs/RESULTS.md: each grid next to the paper's numbers, and the claims with verdicts.
+
+Every number comes from the ``results.json`` / ``metrics.jsonl`` of a cell folder written by
+:mod:`.runner`; a cell that has not run shows ``–``. Where a cell ran with several seeds the entry is
+``mean ± sd (n)``. Sections are rewritten between ``<!-- reproduce:KEY:PROTOCOL begin/end -->``
+markers, so the rest of the file is left as it is.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..plots import plot_eta_panels
+from .grids import PROTOCOLS, SGPR_PROTOCOLS, Cell, Table, tables
+
+LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mnist": "regular",
+          "mnist-trans": "translated", "mnist-scale": "scaled", "mnist-rot-trans": "rotated + translated",
+          "mnist-rot-scale": "rotated + scaled", "mnist-trans-scale": "translated + scaled",
+          "cifar10-rot": "rotated CIFAR-10", "cifar10-trans": "translated CIFAR-10",
+          "cifar10-scale": "scaled CIFAR-10", "cifar10": "CIFAR-10"}
+
+
+def finished(cell: Cell, protocol: str, root: Path) -> list[Path]:
+    """Folders of ``cell`` with a ``results.json``, for every seed found, in seed order."""
+    stem = cell.name(0)[:-len("-s0")]
+    folder = root / protocol
+    found = []
+    if folder.exists():
+        for d in folder.iterdir():
+            m = re.fullmatch(re.escape(stem) + r"-s(\d+)", d.name)
+            if m and (d / "results.json").exists():
+                found.append((int(m.group(1)), d))
+    return [d for _, d in sorted(found)]
+
+
+def _results(cell: Cell, protocol: str, root: Path) -> list[dict]:
+    return [json.loads((d / "results.json").read_text()) for d in finished(cell, protocol, root)]
+
+
+def mean_sd(values: Sequence[float], fmt: str = "{:.2f}", unit: str = "") -> str:
+    """``m`` for one value, ``m ± sd (n)`` for several, ``–`` for none."""
+    if not values:
+        return "–"
+    m = fmt.format(statistics.fmean(values)) + unit
+    return m if len(values) == 1 else f"{m} ± {fmt.format(statistics.stdev(values))}{unit} ({len(values)})"
+
+
+def _metric(rs: list[dict], name: str) -> list[float]:
+    return [r[name] for r in rs if r.get(name) is not None]
+
+
+def _invariance(rs: list[dict]) -> str:
+    if not rs or rs[0]["invariance"] == "none":
+        return "–" if not rs else "none"
+    if rs[0]["invariance"] == "rotation":
+        return "±" + mean_sd([r["eta_human"]["rotation_deg"] for r in rs], "{:.1f}", "°")
+    return " / ".join(r["learned_invariance"] for r in rs)
+
+
+def _grid(table: Table, protocol: str, root: Path, entry: Callable[[str, str, list[dict]], str]) -> list[str]:
+    head = "| model | " + " | ".join(LABELS.get(d, d) for d in table.datasets) + " |"
+    lines = [head, "|---|" + "---|" * len(table.datasets)]
+    for row, cells in table.rows.items():
+        values = [entry(row, d, _results(cells[d], protocol, root)) if d in cells else "" for d in table.datasets]
+        lines.append(f"| {row} | " + " | ".join(values) + " |")
+    return lines
+
+
+def _paper(table: Table, row: str, dataset: str, which: int, fmt: str) -> str:
+    value = table.paper.get((row, dataset), (None, None))[which]
+    return "–" if value is None else fmt.format(value)
+
+
+def command(key: str, protocol: str, seeds: Sequence[int]) -> str:
+    seed_flag = "" if list(seeds) == [0] else " --seeds " + " ".join(map(str, seeds))
+    return f"python scripts/reproduce.py {key} --protocol {protocol}{seed_flag} --jobs 2"
+
+
+def seeds_found(table: Table, protocol: str, root: Path) -> list[int]:
+    seeds = set()
+    for cell in table.cells():
+        for d in finished(cell, protocol, root):
+            seeds.add(int(d.name.rsplit("-s", 1)[1]))
+    return sorted(seeds)
+
+
+def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
+    """η_rot over training of the learned-rotation rows (seed 0), one panel per data set."""
+    panels: dict[str, list] = {}
+    for d in table.datasets:
+        runs = []
+        for row, cells in table.rows.items():
+            cell = cells.get(d)
+            if cell is None or "--fixed-eta" in cell.args or "rotation" not in cell.args or cell.kind == "sgpr":
+                continue
+            for folder in finished(cell, protocol, root):
+                records = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x]
+                runs.append((row, int(folder.name.rsplit("-s", 1)[1]), records))
+        if runs:
+            panels[LABELS.get(d, d)] = runs
+    if not panels:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_eta_panels(panels, path, title=f"{table.title.split(':')[0]}: learned η_rot over training ({protocol})")
+    return True
+
+
+def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
+    """The Markdown section of one grid."""
+    seeds = seeds_found(table, protocol, root) or [0]
+    flags = " ".join(PROTOCOLS[protocol]["relu" if "ReLU" in table.title else "rff"]) or "(the defaults)"
+    out = [f"### {table.title} ({protocol} protocol)", "",
+           "```bash", command(table.key, protocol, seeds), "```", "",
+           f"Each cell is one `svi_train.py` run with `--network ... {flags}` plus the flags of its row and column "
+           f"(`--dry-run` prints every command). Entries: paper / measured; measured = mean ± sd (number of seeds) "
+           f"where several seeds ran; – = not run."]
+    if any(c.kind == "sgpr" for c in table.cells()):
+        out[-1] += f" SGPR: `sgpr_train.py {' '.join(SGPR_PROTOCOLS[protocol])}`."
+    out += ["", "Test accuracy (%):", ""]
+    out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 0, '{:.2f}')} / "
+                 f"{mean_sd([100 * a for a in _metric(rs, 'test_accuracy')])}")
+    if any(v[1] is not None for v in table.paper.values()) or not table.paper:
+        out += ["", "ELBO / N (training set; for ML and Augerino rows the training log-likelihood / N):", ""]
+        out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 1, '{:.2f}')} / "
+                     f"{mean_sd(_metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'))}")
+    out += ["", "Learned invariance (η in human units; – for fixed rows and baselines):", ""]
+    out += _grid(table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs))
+    img = img_dir / f"reproduce-{table.key}-{protocol}.png"
+    if eta_figure(table, protocol, root, img):
+        out += ["", f"![{table.key}](img/{img.name})"]
+    return "\n".join(out)
+
+
+def replace_section(text: str, marker: str, body: str) -> str:
+    begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
+    block = f"{begin}\n{body}\n{end}"
+    if begin in text and end in text:
+        return text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    return text.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Path) -> list[str]:
+    """Rewrite the sections of ``keys`` (and the claims) in ``results_md``; returns what was written."""
+    from .claims import claims_section
+
+    grid = tables()
+    text = results_md.read_text() if results_md.exists() else "# Measured results\n"
+    written = []
+    for key in keys:
+        if key == "claims":
+            continue
+        text = replace_section(text, f"reproduce:{key}:{protocol}", section(grid[key], protocol, root,
+                                                                            results_md.parent / "img"))
+        written.append(key)
+    text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))
+    written.append("claims")
+    results_md.write_text(text)
+    return written

@@ -1,0 +1,11 @@
+#!/usr/bin/env python
+"""The SGPR baseline (sparse GP regression on one-hot labels): python scripts/sgpr_train.py --dataset mnist-rot"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pyroinv.baselines.sgpr import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())
