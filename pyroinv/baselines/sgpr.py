@@ -89,8 +89,11 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed)
     report(describe(data))
+    if cfg.inducing > len(data.y_train):
+        raise ConfigError(f"--inducing {cfg.inducing} exceeds the {len(data.y_train)} training points; "
+                          f"use at most that many")
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "config.json", {"method": "sgpr", **asdict(cfg)})
+    write_json(out / "config.json", saved_config(cfg))
     x, y = (t.double() for t in data.tensors("train"))
     x, y = x.reshape(x.shape[0], -1), y.long()
     x_test, y_test = data.tensors("test")
@@ -139,7 +142,7 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
     return results
 
 
-__all__ = ["SGPRConfig", "build_sgpr", "initial_inducing", "predict", "run_sgpr"]
+__all__ = ["SGPRConfig", "build_sgpr", "config_from_args", "initial_inducing", "predict", "run_sgpr", "saved_config"]
 
 
 def parser():
@@ -166,6 +169,17 @@ def parser():
     return p
 
 
+def config_from_args(args) -> SGPRConfig:
+    """The :class:`SGPRConfig` of parsed ``sgpr_train.py`` flags."""
+    return SGPRConfig(dataset=args.dataset, inducing=args.inducing, steps=args.steps, lr=args.lr,
+                      train_size=args.train_size, test_size=args.test_size, seed=args.seed)
+
+
+def saved_config(cfg: SGPRConfig) -> dict[str, Any]:
+    """What ``config.json`` of an SGPR run holds."""
+    return {"method": "sgpr", **asdict(cfg)}
+
+
 def main(argv=None) -> int:
     import sys
 
@@ -173,8 +187,7 @@ def main(argv=None) -> int:
     from ..errors import PyroinvError
 
     args = parser().parse_args(argv)
-    cfg = SGPRConfig(dataset=args.dataset, inducing=args.inducing, steps=args.steps, lr=args.lr,
-                     train_size=args.train_size, test_size=args.test_size, seed=args.seed)
+    cfg = config_from_args(args)
     out = args.out or Path("runs") / f"{Path(cfg.dataset).stem}-sgpr-s{cfg.seed}"
     try:
         run_sgpr(cfg, out, data_root=args.data_root, cache_dir=args.cache_dir, report=lambda s: print(s, flush=True))

@@ -40,6 +40,17 @@ class Job:
             return [*args, "--out", str(self.out), "--resume", "--no-progress"]
         return [*args, *self.cell.argv(self.protocol, self.seed, str(self.out)), "--no-progress"]
 
+    def expected_config(self) -> dict:
+        """The ``config.json`` this cell's run writes."""
+        argv = self.cell.argv(self.protocol, self.seed, str(self.out))
+        if self.cell.script == "sgpr_train.py":
+            from ..baselines import sgpr
+
+            return sgpr.saved_config(sgpr.config_from_args(sgpr.parser().parse_args(argv)))
+        from ..cli import config_from_args, train_parser
+
+        return config_from_args(train_parser().parse_args(argv)).to_dict()
+
     def state(self) -> str:
         """``done``, ``partial`` (checkpoint, no results) or ``todo``."""
         if (self.out / "results.json").exists():
@@ -69,8 +80,11 @@ class Runner:
             return job, 0
         job.out.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        argv = job.argv(resume=state == "partial")
         with open(job.out.with_name(job.out.name + ".log"), "a") as log:
-            proc = subprocess.Popen(job.argv(resume=state == "partial"), stdout=log, stderr=subprocess.STDOUT,
+            log.write(f"# {'resume' if state == 'partial' else 'start'}: {' '.join(argv)}\n")
+            log.flush()
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                     env=env)
             with self._lock:
                 self._procs.add(proc)
@@ -87,6 +101,8 @@ class Runner:
                 proc.send_signal(signal.SIGTERM)
 
     def run(self, jobs: list[Job], report=print) -> dict[Job, int]:
+        for job in jobs:
+            check_folder(job, job.expected_config())
         todo = [j for j in jobs if j.state() != "done"]
         report(f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)}, "
                f"{self.jobs} at a time")

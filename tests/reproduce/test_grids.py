@@ -1,0 +1,54 @@
+"""The reproduction grids: every cell is a valid command, names are unique, protocols differ as stated."""
+import pytest
+
+from pyroinv.baselines.sgpr import parser as sgpr_parser
+from pyroinv.cli import config_from_args, train_parser
+from pyroinv.reproduce.grids import PROTOCOLS, tables
+from pyroinv.reproduce.paper import TABLE_2, TABLE_C2
+
+
+def _all_cells():
+    return {cell for t in tables().values() for cell in t.cells()}
+
+
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+def test_every_cell_is_a_valid_command(protocol):
+    for cell in _all_cells():
+        argv = cell.argv(protocol, 0, "runs/x")
+        if cell.script == "svi_train.py":
+            cfg = config_from_args(train_parser().parse_args(argv))
+            assert cfg.network == cell.kind
+        else:
+            sgpr_parser().parse_args(argv)
+
+
+def test_cell_names_are_unique_and_say_what_runs():
+    cells = _all_cells()
+    names = {c.name(0) for c in cells}
+    assert len(names) == len(cells)
+    grid = tables()
+    assert grid["tableC2"].rows["fixed 90°"]["mnist-rot90"].name(2) == "relu-mnist-rot90-rotation-vi-fixed90-s2"
+    assert grid["figure6"].rows["ML"]["mnist-rot"].name(0) == "relu-mnist-rot-rotation-ml-init5-s0"
+    assert grid["augerino"].rows["Augerino λ=0.1"]["mnist"].name(0) == "relu-mnist-rotation-augerino-init5-w0.1-s0"
+
+
+def test_protocols():
+    paper = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("paper", 0, "x")))
+    cpu = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("cpu", 0, "x")))
+    assert (paper.hidden, paper.samples, paper.lr, paper.train_size, paper.guide_init_scale) == (1024, 32, 1e-3, None, 1.0)
+    assert (cpu.hidden, cpu.samples, cpu.lr, cpu.train_size, cpu.epochs) == (512, 16, 5e-3, 20000, 8)
+    assert paper.fixed_eta == cpu.fixed_eta == 5.0
+
+
+def test_shared_cells_run_once_and_rows_filter():
+    grid = tables()
+    assert grid["headline"].rows["learned (5° init)"]["mnist-rot"] == grid["tableC2"].rows["learned (5° init)"]["mnist-rot"]
+    fixed = grid["tableC2"].cells(["fixed"])
+    assert len(fixed) == 15 and all("--fixed-eta" in c.args for c in fixed)
+    assert len(grid["tableC2"].cells()) == 30
+
+
+def test_paper_numbers_are_the_papers():
+    assert TABLE_C2[("fixed 175°", "mnist-rot")] == (97.53, -0.07)
+    assert TABLE_2[("SGPR", "mnist-scale")] == (72.10, None)
+    assert TABLE_2[("+ affine", "mnist")][0] == 98.93
