@@ -4,10 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # figures without pyplot: no backend is chosen, notebooks are left alone
+from matplotlib.lines import Line2D
 import torch  # noqa: E402
 
 from . import lie  # noqa: E402
@@ -38,7 +36,8 @@ def _eta_axes(ax, key: str, top: float = 0.0) -> None:
 def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: str = "") -> None:
     """Learned invariance in human units against training step, one panel per kind of generator."""
     keys = [HUMAN_KEYS[k] for k in active] or ["rotation_deg"]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(keys), 3.4))
+    axes = fig.subplots(1, len(keys), squeeze=False)
     steps = [r["step"] for r in records]
     for ax, key in zip(axes[0], keys):
         values = [r["eta_human"][key] for r in records]
@@ -47,13 +46,13 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
     fig.suptitle(title or "learned invariance over training")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N (minibatch estimate)") -> None:
     """The objective per data point (``-loss / N``) and training-batch NLL (smoothed), and the learning rate."""
     steps = [r["step"] for r in records]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    fig = Figure(figsize=(13, 3.4))
+    axes = fig.subplots(1, 3)
     for ax, key, label in ((axes[0], "elbo_per_datapoint", objective),
                            (axes[1], "nll", "training-batch NLL")):
         values = torch.tensor([r[key] for r in records], dtype=torch.float64)
@@ -74,7 +73,6 @@ def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N 
     axes[2].grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 @torch.no_grad()
@@ -96,7 +94,8 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
         eps_rand[:, list(inv.active)] = torch.rand(columns, len(inv.active), generator=g) * 2 - 1
     C, h, w = features.input_shape
     W = features.W1.detach().cpu()[:rows].reshape(rows, C, h, w)
-    fig, axes = plt.subplots(rows, 2 * columns + 1, figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
+    fig = Figure(figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
+    axes = fig.subplots(rows, 2 * columns + 1)
     for half, eps in ((0, eps_det), (1, eps_rand)):
         warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma), lie.transforms(eta, eps))
         for j in range(rows):
@@ -117,13 +116,13 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
     fig.suptitle(f"W₁ filter banks: deterministic sweep (left), sampled (right) — {inv.describe()}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
                   title: str = "") -> None:
     """Several runs' ``eta`` (human units) against step in one panel (the paper's Figures 2 and 6)."""
-    fig, ax = plt.subplots(figsize=(5.6 + (2.4 if len(runs) > 3 else 0), 3.6))
+    fig = Figure(figsize=(5.6 + (2.4 if len(runs) > 3 else 0), 3.6))
+    ax = fig.subplots()
     top = 0.0
     for i, (label, records) in enumerate(runs):
         values = [r["eta_human"][key] for r in records]
@@ -137,7 +136,6 @@ def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: s
     ax.set_title(title or "learned invariance over training", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "",
@@ -146,7 +144,8 @@ def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]]
 
     A label keeps its colour in every panel; seeds 0, 1, 2, ... are drawn solid, dashed, dotted, ...
     """
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels) + 1.8, 3.4), squeeze=False, sharey=True)
+    fig = Figure(figsize=(4.0 * len(panels) + 1.8, 3.4))
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)
     colours: dict[str, str] = {}
     styles = ("-", "--", ":", "-.")
     top = 0.0
@@ -161,15 +160,14 @@ def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]]
         _eta_axes(ax, key, top)
     for ax in axes[0][1:]:
         ax.set_ylabel("")
-    handles = [plt.Line2D([], [], color=c, lw=1.5) for c in colours.values()]
+    handles = [Line2D([], [], color=c, lw=1.5) for c in colours.values()]
     seeds = sorted({seed for runs in panels.values() for _, seed, _ in runs})
     labels = list(colours)
     if len(seeds) > 1:
-        handles += [plt.Line2D([], [], color="k", lw=1.2, ls=styles[s % len(styles)]) for s in seeds]
+        handles += [Line2D([], [], color="k", lw=1.2, ls=styles[s % len(styles)]) for s in seeds]
         labels += [f"seed {s}" for s in seeds]
     right = 1 - 1.7 / (4.0 * len(panels) + 1.8)
     fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(right, 0.5))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0, right, 1))
     fig.savefig(path, dpi=100)
-    plt.close(fig)

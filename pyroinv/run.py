@@ -63,7 +63,7 @@ def _prepare_out(out: Path, cfg: Config, resume: bool) -> None:
     if resume:
         if not (out / CHECKPOINT).exists():
             raise ConfigError(f"--resume: no checkpoint in {out}; start a new run without --resume")
-        saved = read_json(out / CONFIG)
+        saved = Config.from_dict(read_json(out / CONFIG)).to_dict()  # keys added since then take their defaults
         if saved != cfg.to_dict():
             diff = sorted(k for k in set(saved) | set(cfg.to_dict()) if saved.get(k) != cfg.to_dict().get(k))
             raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
@@ -91,7 +91,8 @@ def _progress(total: int, initial: int, enabled: bool | None):
 
 def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root: str | None = None,
                    cache_dir: str | None = None, progress: bool | None = None, log_every: int = 10,
-                   checkpoint_every: int | None = None, max_steps: int | None = None) -> dict[str, Any]:
+                   checkpoint_every: int | None = None, max_steps: int | None = None,
+                   quiet: bool = False) -> dict[str, Any]:
     """Train (or continue) one run into ``out`` and return its results.
 
     Args:
@@ -102,6 +103,7 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
         log_every: steps between metric records.
         checkpoint_every: steps between checkpoints (default: once per epoch).
         max_steps: stop after this many steps in this call (the run stays resumable).
+        quiet: do not print the closing summary (for notebooks; the files are written as usual).
     """
     cfg.validate()
     from .build import resolve_device
@@ -168,10 +170,10 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
         bar.close()
         for s, h in previous.items():
             signal.signal(s, h)
-    return finish(trainer, out)
+    return finish(trainer, out, quiet=quiet)
 
 
-def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
+def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
     """Evaluate, write ``results.json``, the plots and the ArviZ file; print a summary."""
     from .arviz_export import inference_data, readable_summary, save_inference_data
     from .plots import plot_curves, plot_eta, plot_filter_banks
@@ -208,6 +210,8 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     save_inference_data(idata, out / "posterior.nc")
     results["eval_wall_time_s"] = time.perf_counter() - t0
     write_json(out / RESULTS, results)
+    if quiet:
+        return results
     print(f"\nlearned invariance: {inv.describe()}")
     line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
     print(line + (f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if cfg.inference == "vi" else ""))
@@ -216,6 +220,25 @@ def finish(trainer: Trainer, out: Path) -> dict[str, Any]:
     written = sorted(p.name for p in out.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))
     print(f"\nresults in {out}/ ({', '.join(written)})")
     return results
+
+
+def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """The results of ``cfg`` in ``out``: read when that run has finished, else trained (or resumed).
+
+    For notebooks and scripts that are executed again: a finished run is not retrained. A folder that
+    holds a run with other settings is refused (one-line :class:`ConfigError`).
+    """
+    out = Path(out)
+    if (out / CONFIG).exists():
+        saved = Config.from_dict(read_json(out / CONFIG)).to_dict()
+        if saved != cfg.to_dict():
+            diff = sorted(k for k in saved if saved[k] != cfg.to_dict()[k])
+            raise ConfigError(f"{out} holds a run with other settings ({', '.join(diff)}); choose another folder")
+        if (out / RESULTS).exists():
+            return read_json(out / RESULTS)
+        if (out / CHECKPOINT).exists():
+            return run_experiment(cfg, out, resume=True, **kwargs)
+    return run_experiment(cfg, out, **kwargs)
 
 
 def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: tuple[int, ...] | None = None):

@@ -131,6 +131,10 @@ def check_folder(job: Job, expected: dict) -> None:
     path = job.out / "config.json"
     if path.exists():
         saved = json.loads(path.read_text())
+        if "method" not in saved:  # a network run: settings added since it ran take their defaults
+            from ..config import Config
+
+            saved = Config.from_dict(saved).to_dict()
         diff = sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
         if diff:
             raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "

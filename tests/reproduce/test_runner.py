@@ -52,3 +52,21 @@ def test_a_folder_with_other_settings_is_refused(tmp_path):
     (job.out / "config.json").write_text(json.dumps({"hidden": 3}))
     with pytest.raises(ConfigError, match="holds a run with other settings"):
         check_folder(job, {"hidden": 4})
+
+
+def test_driver_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.test_run import ROOT
+
+    script = str(ROOT / "scripts" / "reproduce.py")
+    bad = subprocess.run([sys.executable, script, "table9"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "invalid choice: 'table9'" in bad.stderr
+    zero = subprocess.run([sys.executable, script, "figure6", "--jobs", "0"], capture_output=True, text=True, timeout=120)
+    assert zero.returncode == 2 and "--jobs" in zero.stderr and zero.stderr.count("\n") == 1
+    dry = subprocess.run([sys.executable, script, "figure6", "--dry-run", "--seeds", "0", "1", "--runs-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    lines = dry.stdout.splitlines()
+    assert dry.returncode == 0 and len(lines) == 6 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing

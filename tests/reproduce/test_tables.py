@@ -1,0 +1,71 @@
+"""Tables and verdicts rendered from cell folders (synthetic results.json files)."""
+import json
+import math
+
+from pyroinv.reproduce.claims import claims_rows, dominant_generator
+from pyroinv.reproduce.grids import tables
+from pyroinv.reproduce.tables import mean_sd, replace_section, write_report
+
+
+def _write(root, cell, seed, **res):
+    out = root / "cpu" / cell.name(seed)
+    out.mkdir(parents=True)
+    deg = res.pop("deg", 0.0)
+    base = {"test_accuracy": 0.9, "elbo_per_datapoint": -0.5, "invariance": "rotation",
+            "eta": [0, 0, math.radians(deg), 0, 0, 0], "eta_human": {"rotation_deg": deg},
+            "learned_invariance": f"rotation ±{deg:.1f}°"}
+    (out / "results.json").write_text(json.dumps({**base, **res}))
+    (out / "metrics.jsonl").write_text(json.dumps({"step": 1, "eta_human": {"rotation_deg": deg}}) + "\n")
+
+
+def test_mean_sd():
+    assert mean_sd([]) == "–" and mean_sd([1.0]) == "1.00" and mean_sd([1.0, 3.0], unit="%") == "2.00% ± 1.41% (2)"
+
+
+def test_claims_verdicts_follow_the_rules(tmp_path):
+    g = tables()
+    learned = g["headline"].rows["learned (5° init)"]
+    for seed, deg in enumerate((170.0, 160.0, 175.0)):
+        _write(tmp_path, learned["mnist-rot"], seed, deg=deg, test_accuracy=0.96, elbo_per_datapoint=-0.40)
+    _write(tmp_path, learned["mnist-rot90"], 0, deg=30.0)
+    _write(tmp_path, learned["mnist"], 0, deg=10.0)
+    _write(tmp_path, g["figure6"].rows["ML"]["mnist-rot"], 0, deg=2.0)
+    _write(tmp_path, g["headline"].rows["MLP (VI)"]["mnist-rot"], 0, test_accuracy=0.90)
+    elbos = {5: -0.9, 45: -0.6, 90: -0.5, 135: -0.45, 175: -0.41}
+    for a, e in elbos.items():
+        _write(tmp_path, g["tableC2"].rows[f"fixed {a}°"]["mnist-rot"], 0, deg=float(a), elbo_per_datapoint=e)
+    eta = [0.05, 0.02, 3.0, 0.1, 0.1, 0.0]  # rotation dominates after normalising by the ranges
+    _write(tmp_path, g["table2"].rows["+ affine"]["mnist-trans"], 0, eta=eta)
+    rows = {c: (m, v) for c, m, v in claims_rows("cpu", tmp_path)}
+    assert rows["1. ReLU learned η_rot on mnist-rot: ≥ 150°"] == ("±168.3° ± 7.6° (3)", "holds")
+    assert rows["1. ReLU learned η_rot on mnist-rot90: in [60°, 120°]"][1] == "does not hold"
+    assert rows["1. ReLU learned η_rot on mnist: ≤ 45°"][1] == "holds"
+    assert rows["2. fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"][1] == "holds"
+    key3 = "3. ReLU, mnist-rot: best fixed-rotation ELBO at a matching level (135°, 175°)"
+    assert rows[key3][1] == "holds" and rows[key3][0].startswith("best 175°")
+    assert rows["4. ReLU, mnist-rot: learned ELBO ≥ best fixed ELBO"][1] == "holds"
+    assert rows["3. ReLU, mnist: best fixed-rotation ELBO at a matching level (5°, 45°)"][1] == "not run"
+    assert rows["5. ReLU + learned rotation, fully rotated: accuracy ≥ 95% and ≥ 5 points above the MLP"][1] == "holds"
+    assert rows["6. affine model on mnist-trans: dominant generator is translation"][1] == "does not hold"
+    assert rows["6. affine model on mnist-rot: dominant generator is rotation"][1] == "not run"
+
+
+def test_dominant_generator_normalises_by_range():
+    assert dominant_generator([0.5, 0.1, 0.3, 0.0, 0.0, 0.0])[0] == "translation"  # 0.5 of the half-image > 0.3/π
+    assert dominant_generator([0.0, 0.0, 0.1, 0.6, 0.2, 0.0])[0] == "scale"
+
+
+def test_report_rewrites_only_its_sections(tmp_path):
+    g = tables()
+    _write(tmp_path, g["figure6"].rows["VI"]["mnist-rot"], 0, deg=70.0, test_accuracy=0.9123)
+    md = tmp_path / "RESULTS.md"
+    md.write_text("# Results\n\nkept text\n")
+    write_report(["figure6"], "cpu", tmp_path, md)
+    first = md.read_text()
+    assert "kept text" in first and "<!-- reproduce:figure6:cpu begin -->" in first
+    assert "| VI | – / 91.23 |" in first and "| VI | ±70.0° |" in first
+    assert "python scripts/reproduce.py figure6 --protocol cpu --jobs 2" in first
+    assert (tmp_path / "img" / "reproduce-figure6-cpu.png").exists()
+    write_report(["figure6"], "cpu", tmp_path, md)
+    assert md.read_text() == first  # idempotent: the section is replaced, not appended
+    assert replace_section("a <!-- m begin -->x<!-- m end --> b", "m", "y") == "a <!-- m begin -->\ny\n<!-- m end --> b"
