@@ -225,8 +225,9 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
 def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
     """The results of ``cfg`` in ``out``: read when that run has finished, else trained (or resumed).
 
-    For notebooks and scripts that are executed again: a finished run is not retrained. A folder that
-    holds a run with other settings is refused (one-line :class:`ConfigError`).
+    For notebooks and scripts that are executed again: a finished run is not retrained, an interrupted
+    one is resumed from its checkpoint, one stopped before its first checkpoint is started again. A
+    folder that holds a run with other settings is refused (one-line :class:`ConfigError`).
     """
     out = Path(out)
     if (out / CONFIG).exists():
@@ -238,6 +239,8 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
             return read_json(out / RESULTS)
         if (out / CHECKPOINT).exists():
             return run_experiment(cfg, out, resume=True, **kwargs)
+        # an attempt stopped before its first checkpoint: only its metrics log is left; start again
+        (out / METRICS).unlink(missing_ok=True)
     return run_experiment(cfg, out, **kwargs)
 
 

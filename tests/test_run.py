@@ -185,3 +185,24 @@ def test_plot_eta_runs_script(script_run, tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_eta_runs.py"), str(out), "--labels", "a", "b",
                           "--out", str(png)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "one label per run" in bad.stderr
+
+
+def test_run_or_load_trains_once_resumes_and_refuses_other_settings(tmp_path, cache_dir):
+    from pyroinv.errors import ConfigError
+    from pyroinv.run import run_or_load
+
+    cfg = tiny_config()
+    out = tmp_path / "r"
+    run_experiment(cfg, out, cache_dir=cache_dir, progress=False, max_steps=2)  # interrupted
+    first = run_or_load(cfg, out, cache_dir=cache_dir, progress=False, quiet=True)  # resumed
+    assert first["steps"] == 8
+    stamp = (out / "results.json").stat().st_mtime_ns
+    assert run_or_load(cfg, out, cache_dir=cache_dir, progress=False) == first  # read back, not retrained
+    assert (out / "results.json").stat().st_mtime_ns == stamp
+    with pytest.raises(ConfigError, match="other settings .*hidden"):
+        run_or_load(tiny_config(hidden=8), out, cache_dir=cache_dir)
+    stale = tmp_path / "stale"  # an attempt that died before its first checkpoint
+    stale.mkdir()
+    (stale / "config.json").write_text(json.dumps(cfg.to_dict()))
+    (stale / "metrics.jsonl").write_text("")
+    assert run_or_load(cfg, stale, cache_dir=cache_dir, progress=False, quiet=True)["steps"] == 8
