@@ -111,10 +111,11 @@ def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
 def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     """The Markdown section of one grid."""
     seeds = seeds_found(table, protocol, root) or [0]
-    flags = " ".join(PROTOCOLS[protocol]["relu" if "ReLU" in table.title else "rff"]) or "(the defaults)"
+    kinds = sorted({c.kind for c in table.cells() if c.kind != "sgpr"})
+    flags = "; ".join(f"`--network {k} {' '.join(PROTOCOLS[protocol][k])}`".replace(" `", "`") for k in kinds)
     out = [f"### {table.title} ({protocol} protocol)", "",
            "```bash", command(table.key, protocol, seeds), "```", "",
-           f"Each cell is one `svi_train.py` run with `--network ... {flags}` plus the flags of its row and column "
+           f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column "
            f"(`--dry-run` prints every command). Entries: paper / measured; measured = mean ± sd (number of seeds) "
            f"where several seeds ran; – = not run."]
     if any(c.kind == "sgpr" for c in table.cells()):
