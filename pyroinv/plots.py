@@ -121,21 +121,8 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
 def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
                   title: str = "") -> None:
     """Several runs' ``eta`` (human units) against step in one panel (the paper's Figures 2 and 6)."""
-    fig = Figure(figsize=(5.6 + (2.4 if len(runs) > 3 else 0), 3.6))
-    ax = fig.subplots()
-    top = 0.0
-    for i, (label, records) in enumerate(runs):
-        values = [r["eta_human"][key] for r in records]
-        top = max(top, max(values))
-        ax.plot([r["step"] for r in records], values, lw=1.8, color=f"C{i}", label=label)
-    _eta_axes(ax, key, top)
-    if len(runs) > 3:  # many runs: the legend goes beside the axes, not over the curves
-        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    else:
-        ax.legend(fontsize=8)
-    ax.set_title(title or "learned invariance over training", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    plot_eta_panels({"": [(label, 0, records) for label, records in runs]}, path,
+                    title=title or "learned invariance over training", key=key)
 
 
 def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "",
