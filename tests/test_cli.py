@@ -16,6 +16,7 @@ CASES = [
     (["--lr", "nan"], "argument --lr: 'nan' is not a finite number"),
     (["--alpha", "-1"], "argument --alpha: '-1' must be positive"),
     (["--device", "tpu"], "argument --device: invalid choice"),
+    (["--inference", "augerino", "--width-weight", "-0.1"], "--width-weight must be a non-negative number, got -0.1"),
 ]
 
 
