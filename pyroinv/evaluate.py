@@ -44,25 +44,26 @@ def classification_metrics(log_probs: torch.Tensor, y: torch.Tensor) -> dict[str
 
 @torch.no_grad()
 def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500,
-                       T: torch.Tensor | None = None, num_data: int | None = None) -> dict[str, float]:
+                       T: torch.Tensor | None = None, num_data: int | None = None, draws: int = 1) -> dict[str, float]:
     """ELBO / N on ``(x, y)``: ``(sum_n E_q[log f_hat(x_n)_{y_n}] - KL(q || p)) / N``.
 
-    One fresh draw of ``W2`` per batch; one set of S transforms for the whole pass
-    (each term stays unbiased). For a point guide the KL is replaced by
-    ``-log p(W2_hat)`` (MAP; zero under the flat prior of maximum likelihood), and
-    the value is the (penalised) log-likelihood per data point, not a bound.
+    One fresh draw of ``W2`` per batch and one set of S transforms per pass (each term stays
+    unbiased); ``draws`` passes are averaged (fresh transforms each unless ``T`` is given) to
+    lower the Monte-Carlo error of the log-likelihood term. For a point guide the KL is replaced
+    by ``-log p(W2_hat)`` (MAP; zero under the flat prior of maximum likelihood), and the value is
+    the (penalised) log-likelihood per data point, not a bound.
 
     ``num_data``: the size N of the training set the model was fitted to, when ``x`` is a
     subset of it (the log-likelihood is then averaged over the subset, the KL divided by N).
     """
-    T = model.sample_transforms() if T is None else T
-    bank = model.features.weight_bank(T)
     n = x.shape[0]
     loglik = 0.0
-    for i in range(0, n, batch_size):
-        W2 = posterior_draws(guide, 1)[0]
-        logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2)
-        loglik += logp.gather(1, y[i:i + batch_size].unsqueeze(1)).sum().item()
+    for _ in range(draws):
+        bank = model.features.weight_bank(model.sample_transforms() if T is None else T)
+        for i in range(0, n, batch_size):
+            W2 = posterior_draws(guide, 1)[0]
+            logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2)
+            loglik += logp.gather(1, y[i:i + batch_size].unsqueeze(1)).sum().item() / draws
     prior = model.prior(device=x.device)
     if isinstance(guide, ClassCholeskyGuide):
         penalty = torch.distributions.kl_divergence(guide.distribution(), prior).sum().item()

@@ -186,7 +186,9 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
     idata, log_probs = inference_data(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws,
                                       seed=cfg.seed)
     test = classification_metrics(log_probs, trainer.y_test.cpu())
-    elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train)
+    # at least 32 draws of W2 in all (one per batch of 500): a single draw on a small data set is far too noisy
+    draws = max(1, math.ceil(32 / math.ceil(len(trainer.y_train) / 500)))
+    elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
     inv = model.invariance
     eta = inv.eta.detach().cpu()
     results = {
@@ -304,11 +306,12 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
 @torch.no_grad()
 def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_root: str | None = None,
                 cache_dir: str | None = None, train_size: int | None = None, device: str = "auto",
-                seed: int = 0) -> list[dict[str, float]]:
+                seed: int = 0, draws: int = 1) -> list[dict[str, float]]:
     """ELBO/N of a trained run with one ``eta`` generator set to each of ``values`` (human units).
 
     Everything else (``W1``, ``q``) stays as trained, so this profiles the bound along ``eta``
     at the trained parameters: where it peaks is where gradient ascent on ``eta`` would settle.
+    ``draws``: passes averaged per value (see :func:`pyroinv.evaluate.elbo_per_datapoint`).
     """
     from .build import resolve_device
 
@@ -325,5 +328,5 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
     for value in values:
         model.invariance.set_eta(generator, lie.from_human(generator, value, model.invariance.image_size))
         torch.manual_seed(seed)
-        rows.append({"eta_human": value, **elbo_per_datapoint(model, guide, x, y, num_data=num_data)})
+        rows.append({"eta_human": value, **elbo_per_datapoint(model, guide, x, y, num_data=num_data, draws=draws)})
     return rows

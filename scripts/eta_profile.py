@@ -22,6 +22,8 @@ def main() -> int:
                    help="eta values in human units (degrees for rotation, pixels for translation, log-scale otherwise)")
     p.add_argument("--generator", choices=GENERATOR_NAMES, default="rotate", help="which eta to vary")
     p.add_argument("--train-size", type=pos_int, default=None, help="evaluate on a class-balanced subset")
+    p.add_argument("--draws", type=pos_int, default=1,
+                   help="passes (W2 draws and transform sets) averaged per value, to lower the Monte-Carlo error")
     p.add_argument("--seed", type=int, default=0, help="seed of the W2 draws and transforms (the same for every value)")
     args = p.parse_args()
     setup_logging()
@@ -29,7 +31,7 @@ def main() -> int:
 
     try:
         rows = eta_profile(args.run, args.values, generator=GENERATOR_NAMES.index(args.generator),
-                           train_size=args.train_size, seed=args.seed)
+                           train_size=args.train_size, seed=args.seed, draws=args.draws)
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return 2

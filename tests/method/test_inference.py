@@ -117,3 +117,22 @@ def test_fixed_eta_is_not_a_parameter():
     model, guide = build_model(Config(fixed_eta=45.0, hidden=4), (1, 8, 8), 3)
     assert not any("eta" in k for k, _ in model.named_parameters())
     assert model.invariance.human()["rotation_deg"] == pytest.approx(45.0)
+
+
+def test_more_draws_lower_the_error_of_the_elbo_estimate():
+    from pyroinv.evaluate import elbo_per_datapoint
+
+    torch.manual_seed(0)
+    model, guide = build_model(Config(hidden=16, samples=4), (1, 10, 10), 3)
+    x, y = torch.rand(40, 1, 10, 10), torch.randint(0, 3, (40,))
+
+    def spread(draws):
+        values = []
+        for seed in range(20):
+            torch.manual_seed(seed)
+            values.append(elbo_per_datapoint(model, guide, x, y, draws=draws)["elbo_per_datapoint"])
+        return torch.tensor(values).std().item(), torch.tensor(values).mean().item()
+
+    (sd1, m1), (sd16, m16) = spread(1), spread(16)
+    assert sd16 < sd1 / 2  # about 1/4 in theory
+    assert abs(m16 - m1) < 3 * sd1 / math.sqrt(20)  # same expectation
