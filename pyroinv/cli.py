@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from . import lie
 from .config import DEVICES, ELBOS, INFERENCES, SAMPLINGS, Config
-from .errors import PyroinvError
+from .errors import ConfigError, PyroinvError
 from .networks import NETWORKS
 
 EXIT_USAGE = 2
@@ -155,6 +155,9 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     try:
         cfg = config_from_args(args)
+        if "width_weight" in given_flags(argv) and cfg.inference != "augerino":
+            raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
+                              f"drop it or add --inference augerino")
         out = args.out or default_out(cfg)
         if args.resume and (out / "config.json").exists():
             cfg = resume_config(args, argv, out)

@@ -17,6 +17,7 @@ CASES = [
     (["--alpha", "-1"], "argument --alpha: '-1' must be positive"),
     (["--device", "tpu"], "argument --device: invalid choice"),
     (["--inference", "augerino", "--width-weight", "-0.1"], "--width-weight must be a non-negative number, got -0.1"),
+    (["--width-weight", "0.1"], "--width-weight applies to --inference augerino only, not vi"),
 ]
 
 
