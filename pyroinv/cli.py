@@ -155,12 +155,12 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     try:
         cfg = config_from_args(args)
-        if "width_weight" in given_flags(argv) and cfg.inference != "augerino":
-            raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
-                              f"drop it or add --inference augerino")
         out = args.out or default_out(cfg)
         if args.resume and (out / "config.json").exists():
             cfg = resume_config(args, argv, out)
+        if "width_weight" in given_flags(argv) and cfg.inference != "augerino":
+            raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
+                              f"drop it or add --inference augerino")
         run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
                        progress=args.progress, log_every=args.log_every)
     except Interrupted as err:  # the checkpoint is written; exit as a process stopped by that signal would
