@@ -7,6 +7,8 @@ Rules (stated in the rendered table as well):
 2. maximum likelihood keeps η_rot ≤ 20° while VI reaches ≥ 150° (fully rotated).
 3. among the fixed rotations the best ELBO is at a level that matches the data: fully rotated 135° or
    175°; partially rotated 45°, 90° or 135°; regular 5° or 45° (the paper's own tables pick within these).
+   The fixed cells run one seed; where the best level does not match but the best matching level is within
+   2 sd of the learned cells' ELBO over seeds (on the same data), the verdict is "undecided".
 4. the learned model's ELBO ≥ the best fixed model's ELBO − 2 sd of the learned ELBO over seeds (with one
    seed: ≥ the best fixed ELBO).
 5. ReLU + learned rotation on fully rotated MNIST: accuracy ≥ 95% and ≥ 5 points above the MLP (VI).
@@ -72,14 +74,17 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
                 continue
             best = max(means, key=means.get)
             listing = ", ".join(f"{a}°: {v:.3f}" for a, v in means.items())
-            rows.append((f"3. {net}, {d}: best fixed-rotation ELBO at a matching level "
-                         f"({', '.join(f'{a}°' for a in matching)})", f"best {best}° ({listing})",
-                         _verdict(best in matching)))
             lv = [r["elbo_per_datapoint"] for r in _results(t.rows["learned (5° init)"][d], protocol, root)]
+            slack = 2 * statistics.stdev(lv) if len(lv) > 1 else 0.0
+            verdict = _verdict(best in matching)
+            gap = means[best] - max(means[a] for a in matching)
+            if best not in matching and gap <= slack:
+                verdict = f"undecided: the best matching level is {gap:.3f} lower, within seed noise (2 sd {slack:.3f})"
+            rows.append((f"3. {net}, {d}: best fixed-rotation ELBO at a matching level "
+                         f"({', '.join(f'{a}°' for a in matching)})", f"best {best}° ({listing})", verdict))
             if not lv:
                 rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO", "–", "not run"))
                 continue
-            slack = 2 * statistics.stdev(lv) if len(lv) > 1 else 0.0
             ok = statistics.fmean(lv) >= means[best] - slack
             noise = f" (seed noise 2 sd = {slack:.3f})" if len(lv) > 1 else " (one seed)"
             rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO",
