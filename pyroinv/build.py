@@ -16,7 +16,7 @@ from .networks import InvariantFeatures
 
 def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
     """Raw initial ``eta`` of the active generators from the human-unit ``init_eta``/``fixed_eta``."""
-    return [lie.from_human(k, cfg.eta_human, image_size) for k in lie.PRESETS[cfg.invariance]]
+    return [lie.from_human(k, v, image_size) for k, v in zip(lie.PRESETS[cfg.invariance], cfg.eta_human())]
 
 
 def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:

@@ -68,8 +68,10 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H")
     p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
     p.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling, help="eps ~ U[-1,1]^k or a linspace grid")
-    p.add_argument("--init-eta", type=any_float, default=d.init_eta,
-                   help="initial eta: degrees (rotation), pixels (translation), log-scale (scale, shear)")
+    p.add_argument("--init-eta", type=any_float, nargs="+", default=[d.init_eta],
+                   help="initial eta: degrees (rotation), pixels (translation), log-scale (scale, shear); one value "
+                        "for every generator, or one per generator in the order x px, y px, degrees, log-scale x, "
+                        "log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)")
     p.add_argument("--fixed-eta", type=any_float, default=None, help="hold eta fixed at this value (same units); not learned")
     p.add_argument("--eta-constraint", choices=["none", "softplus", "tanh"], default=d.eta_constraint,
                    help="optional constraint on eta (Appendix E)")
@@ -100,9 +102,17 @@ def train_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> Config:
+def _config_values(args: argparse.Namespace) -> dict:
+    """The parsed flags that are :class:`Config` fields (one ``--init-eta`` value stays a number)."""
     names = {f.name for f in fields(Config)}
-    return Config(**{k: v for k, v in vars(args).items() if k in names}).validate()
+    values = {k: v for k, v in vars(args).items() if k in names}
+    if isinstance(values.get("init_eta"), list) and len(values["init_eta"]) == 1:
+        values["init_eta"] = values["init_eta"][0]  # one value: the same for every generator
+    return values
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    return Config(**_config_values(args)).validate()
 
 
 def default_out(cfg: Config) -> Path:
@@ -143,7 +153,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
     saved = read_json(out / "config.json")
     names = {f.name for f in fields(Config)}
     given = given_flags(argv) & names
-    return Config.from_dict({**saved, **{k: v for k, v in vars(args).items() if k in given}}).validate()
+    return Config.from_dict({**saved, **{k: v for k, v in _config_values(args).items() if k in given}}).validate()
 
 
 def train_main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,8 @@ class Config:
 
     ``init_eta`` / ``fixed_eta`` are in human units: degrees for rotation, pixels for
     translation, log-scale for scale and shear (for ``affine``, each generator in its unit).
+    ``init_eta`` may also list one value per active generator, in the order of
+    :data:`pyroinv.lie.GENERATOR_NAMES` (e.g. affine: x px, y px, degrees, log-scale x, y, shear).
     ``epochs`` is not stated in the paper; 10 is this package's default.
     ``guide_init_scale`` is the initial diagonal of the guide's Cholesky factors (paper: 1,
     i.e. ``L = I``).
@@ -36,7 +38,7 @@ class Config:
     hidden: int = 1024
     samples: int = 32
     sampling: str = "stochastic"
-    init_eta: float = 0.0
+    init_eta: float | list[float] = 0.0
     fixed_eta: float | None = None
     eta_constraint: str = "none"
     epochs: int = 10
@@ -82,14 +84,22 @@ class Config:
             raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
         for name in ("init_eta", "fixed_eta"):
             value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise ConfigError(f"--{name.replace('_', '-')} must be a finite number, got {value!r}")
+            values = value if isinstance(value, (list, tuple)) else [value]
+            if value is not None and not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+                raise ConfigError(f"--{name.replace('_', '-')} must be finite numbers, got {value!r}")
+        if isinstance(self.init_eta, (list, tuple)):
+            active = lie.PRESETS[self.invariance]
+            if len(self.init_eta) != len(active):
+                raise ConfigError(f"--init-eta has {len(self.init_eta)} values but --invariance {self.invariance} has "
+                                  f"{len(active)} generators; give one value, or one per generator")
         return self
 
-    @property
-    def eta_human(self) -> float:
-        """The initial (or fixed) eta in human units."""
-        return self.fixed_eta if self.fixed_eta is not None else self.init_eta
+    def eta_human(self) -> list[float]:
+        """The initial (or fixed) eta of each active generator, in human units."""
+        value = self.fixed_eta if self.fixed_eta is not None else self.init_eta
+        if isinstance(value, (list, tuple)):
+            return [float(v) for v in value]
+        return [float(value)] * len(lie.PRESETS[self.invariance])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -17,6 +17,8 @@ CASES = [
     (["--alpha", "-1"], "argument --alpha: '-1' must be positive"),
     (["--device", "tpu"], "argument --device: invalid choice"),
     (["--inference", "augerino", "--width-weight", "-0.1"], "--width-weight must be a non-negative number, got -0.1"),
+    (["--invariance", "translation", "--init-eta", "1", "2", "3"],
+     "--init-eta has 3 values but --invariance translation has 2 generators"),
     (["--width-weight", "0.1"], "--width-weight applies to --inference augerino only, not vi"),
 ]
 
@@ -42,3 +44,17 @@ def test_cuda_without_cuda(capsys, tmp_path, monkeypatch):
     rc = train_main(["--device", "cuda", "--out", str(tmp_path / "r"), "--cache-dir", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and "CUDA is not available" in err and "--device cpu" in err and err.count("\n") == 1
+
+
+def test_one_initial_eta_per_generator():
+    import math
+
+    from pyroinv.build import initial_eta
+    from pyroinv.cli import config_from_args, train_parser
+
+    cfg = config_from_args(train_parser().parse_args(["--invariance", "affine", "--init-eta", "0.5", "1", "5", "0.05",
+                                                      "0.1", "0.02"]))
+    raw = initial_eta(cfg, image_size=28)
+    assert raw[:2] == [0.5 * 2 / 28, 1 * 2 / 28] and math.isclose(raw[2], math.radians(5)) and raw[3:] == [0.05, 0.1, 0.02]
+    one = config_from_args(train_parser().parse_args(["--invariance", "translation", "--init-eta", "2"]))
+    assert one.init_eta == 2.0 and initial_eta(one, image_size=28) == [2 * 2 / 28] * 2
