@@ -14,7 +14,8 @@ Rules (stated in the rendered table as well):
 5. ReLU + learned rotation on fully rotated MNIST: accuracy ≥ 95% and ≥ 5 points above the MLP (VI).
 6. the affine model's dominant generator matches the data. Each |η_k| is divided by the range of its
    data set's transformation (rotation π, translation 1 = half the image, scale log 2, shear 1) and the
-   largest group (rotation; translation x/y; scale x/y; shear) is dominant.
+   largest group (rotation; translation x/y; scale x/y; shear) is dominant; "none" if every normalised
+   value is below 0.01.
 """
 from __future__ import annotations
 
@@ -31,10 +32,15 @@ GENERATOR_RANGE = (1.0, 1.0, math.pi, math.log(2.0), math.log(2.0), 1.0)
 GROUPS = {"translation": (0, 1), "rotation": (2,), "scale": (3, 4), "shear": (5,)}
 
 
+#: Below this range-normalised |η| no generator counts as learned (e.g. ±1.8° of rotation, ±0.14 px).
+NONE_LEARNED = 0.01
+
+
 def dominant_generator(eta: list[float]) -> tuple[str, dict[str, float]]:
-    """The group with the largest range-normalised |η|, and every group's value."""
+    """The group with the largest range-normalised |η| (``"none"`` if all are tiny), and every group's value."""
     scores = {g: max(abs(eta[k]) / GENERATOR_RANGE[k] for k in ks) for g, ks in GROUPS.items()}
-    return max(scores, key=scores.get), scores
+    best = max(scores, key=scores.get)
+    return (best if scores[best] >= NONE_LEARNED else "none"), scores
 
 
 def _rot(rs: list[dict]) -> list[float]:

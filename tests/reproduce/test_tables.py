@@ -58,6 +58,7 @@ def test_claims_verdicts_follow_the_rules(tmp_path):
 def test_dominant_generator_normalises_by_range():
     assert dominant_generator([0.5, 0.1, 0.3, 0.0, 0.0, 0.0])[0] == "translation"  # 0.5 of the half-image > 0.3/π
     assert dominant_generator([0.0, 0.0, 0.1, 0.6, 0.2, 0.0])[0] == "scale"
+    assert dominant_generator([0.001, 0.0, 0.01, 0.002, 0.0, 0.003])[0] == "none"
 
 
 def test_report_rewrites_only_its_sections(tmp_path):
