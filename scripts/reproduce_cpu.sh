@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The cpu-protocol reproduction, grid by grid in priority order, two cells at a time, then the tables and
+# claims in docs/RESULTS.md. Finished cells are skipped and interrupted ones resumed, so it can be stopped
+# (Ctrl-C) and run again at will. Installs into .venv on first use.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+R=".venv/bin/python scripts/reproduce.py --protocol cpu --jobs 2 --no-report"
+$R headline figure6 --seeds 0
+$R tableC2 --rows fixed
+$R augerino
+$R headline figure6 --seeds 1 2
+$R table2 --rows affine
+$R table2
+$R tableC2
+$R table1
+$R combinations
+exec .venv/bin/python scripts/reproduce.py headline figure6 tableC2 table2 augerino table1 combinations \
+  --protocol cpu --report-only
