@@ -104,6 +104,14 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def differences(self, saved: dict[str, Any]) -> list[str]:
+        """Names of the settings in which a saved ``config.json`` differs from this one.
+
+        Keys added to :class:`Config` since ``saved`` was written take their defaults.
+        """
+        theirs, ours = Config.from_dict(saved).to_dict(), self.to_dict()
+        return sorted(k for k in ours if theirs[k] != ours[k])
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Config":
         known = {f.name for f in fields(cls)}

@@ -99,7 +99,7 @@ class InvariantFeatures(PyroModule):
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
-        if len(bank) == 3:
+        if self.augment == "inputs":
             return self.activation(self._augmented_pre(x, *bank))
         W, b = bank
         return self.activation(torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1))
@@ -136,12 +136,13 @@ class InvariantFeatures(PyroModule):
         * ``"inputs"``: apply the adjoint warp to the S x B inputs
           (:func:`pyroinv.warp.warp_adjoint`), cheaper when the batch is smaller than H;
         * ``"auto"``: the cheaper of the two for image data.
+
+        With ``augment="inputs"`` (the Augerino-style model) the inputs are transformed instead and
+        ``path`` does not apply.
         """
-        if self.augment == "inputs":
-            return self.apply_bank(x, self.weight_bank(T))
         if path == "auto":
             path = "inputs" if self.is_image and x.shape[0] < self.hidden else "weights"
-        if path == "weights" or not self.is_image:
+        if path == "weights" or not self.is_image or self.augment == "inputs":
             return self.apply_bank(x, self.weight_bank(T))
         W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
         xt = warp_adjoint(x, T).reshape(T.shape[0], x.shape[0], -1)

@@ -63,9 +63,8 @@ def _prepare_out(out: Path, cfg: Config, resume: bool) -> None:
     if resume:
         if not (out / CHECKPOINT).exists():
             raise ConfigError(f"--resume: no checkpoint in {out}; start a new run without --resume")
-        saved = Config.from_dict(read_json(out / CONFIG)).to_dict()  # keys added since then take their defaults
-        if saved != cfg.to_dict():
-            diff = sorted(k for k in set(saved) | set(cfg.to_dict()) if saved.get(k) != cfg.to_dict().get(k))
+        diff = cfg.differences(read_json(out / CONFIG))
+        if diff:
             raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
                               f"use the same flags, or a new --out")
         return
@@ -233,9 +232,8 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
     """
     out = Path(out)
     if (out / CONFIG).exists():
-        saved = Config.from_dict(read_json(out / CONFIG)).to_dict()
-        if saved != cfg.to_dict():
-            diff = sorted(k for k in saved if saved[k] != cfg.to_dict()[k])
+        diff = cfg.differences(read_json(out / CONFIG))
+        if diff:
             raise ConfigError(f"{out} holds a run with other settings ({', '.join(diff)}); choose another folder")
         if (out / RESULTS).exists():
             return read_json(out / RESULTS)

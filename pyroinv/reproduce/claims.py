@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 
 from .grids import tables
-from .tables import _results, mean_sd
+from .tables import cell_results, mean_sd
 
 MATCHING_FIXED = {"mnist-rot": (135, 175), "mnist-rot90": (45, 90, 135), "mnist": (5, 45)}
 EXPECTED_GENERATOR = {"mnist-rot": "rotation", "mnist-trans": "translation", "mnist-scale": "scale"}
@@ -57,20 +57,20 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
     learned = g["headline"].rows["learned (5° init)"]
     bounds = {"mnist-rot": (150, None), "mnist-rot90": (60, 120), "mnist": (None, 45)}
     for d, (lo, hi) in bounds.items():
-        vals = _rot(_results(learned[d], protocol, root))
+        vals = _rot(cell_results(learned[d], protocol, root))
         m = statistics.fmean(vals) if vals else None
         want = f"≥ {lo}°" if hi is None else (f"≤ {hi}°" if lo is None else f"in [{lo}°, {hi}°]")
         ok = None if m is None else ((lo is None or m >= lo) and (hi is None or m <= hi))
         rows.append((f"1. ReLU learned η_rot on {d}: {want}", "±" + mean_sd(vals, "{:.1f}", "°"), _verdict(ok)))
     f6 = g["figure6"].rows
-    vi, ml = (_rot(_results(f6[k]["mnist-rot"], protocol, root)) for k in ("VI", "ML"))
+    vi, ml = (_rot(cell_results(f6[k]["mnist-rot"], protocol, root)) for k in ("VI", "ML"))
     ok = None if not (vi and ml) else statistics.fmean(ml) <= 20 and statistics.fmean(vi) >= 150
     rows.append(("2. fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°",
                  f"ML ±{mean_sd(ml, '{:.1f}', '°')}, VI ±{mean_sd(vi, '{:.1f}', '°')}", _verdict(ok)))
     for key, net in (("tableC2", "ReLU"), ("table1", "RFF")):
         t = g[key]
         for d, matching in MATCHING_FIXED.items():
-            elbos = {a: [r["elbo_per_datapoint"] for r in _results(t.rows[f"fixed {a}°"][d], protocol, root)]
+            elbos = {a: [r["elbo_per_datapoint"] for r in cell_results(t.rows[f"fixed {a}°"][d], protocol, root)]
                      for a in (5, 45, 90, 135, 175)}
             means = {a: statistics.fmean(v) for a, v in elbos.items() if v}
             if len(means) < 5:
@@ -80,7 +80,7 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
                 continue
             best = max(means, key=means.get)
             listing = ", ".join(f"{a}°: {v:.3f}" for a, v in means.items())
-            lv = [r["elbo_per_datapoint"] for r in _results(t.rows["learned (5° init)"][d], protocol, root)]
+            lv = [r["elbo_per_datapoint"] for r in cell_results(t.rows["learned (5° init)"][d], protocol, root)]
             slack = 2 * statistics.stdev(lv) if len(lv) > 1 else 0.0
             verdict = _verdict(best in matching)
             gap = means[best] - max(means[a] for a in matching)
@@ -95,14 +95,14 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
             noise = f" (seed noise 2 sd = {slack:.3f})" if len(lv) > 1 else " (one seed)"
             rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO",
                          f"learned {mean_sd(lv, '{:.3f}')} vs fixed {best}° {means[best]:.3f}{noise}", _verdict(ok)))
-    acc = [100 * r["test_accuracy"] for r in _results(learned["mnist-rot"], protocol, root)]
-    mlp = [100 * r["test_accuracy"] for r in _results(g["headline"].rows["MLP (VI)"]["mnist-rot"], protocol, root)]
+    acc = [100 * r["test_accuracy"] for r in cell_results(learned["mnist-rot"], protocol, root)]
+    mlp = [100 * r["test_accuracy"] for r in cell_results(g["headline"].rows["MLP (VI)"]["mnist-rot"], protocol, root)]
     ok = None if not (acc and mlp) else statistics.fmean(acc) >= 95 and statistics.fmean(acc) - statistics.fmean(mlp) >= 5
     rows.append(("5. ReLU + learned rotation, fully rotated: accuracy ≥ 95% and ≥ 5 points above the MLP",
                  f"{mean_sd(acc, unit='%')} vs MLP {mean_sd(mlp, unit='%')}", _verdict(ok)))
     affine = g["table2"].rows["+ affine"]
     for d, expected in EXPECTED_GENERATOR.items():
-        rs = _results(affine[d], protocol, root)
+        rs = cell_results(affine[d], protocol, root)
         if not rs:
             rows.append((f"6. affine model on {d}: dominant generator is {expected}", "–", "not run"))
             continue

@@ -40,16 +40,17 @@ class Job:
             return [*args, "--out", str(self.out), "--resume", "--no-progress"]
         return [*args, *self.cell.argv(self.protocol, self.seed, str(self.out)), "--no-progress"]
 
-    def expected_config(self) -> dict:
-        """The ``config.json`` this cell's run writes."""
+    def differences(self, saved: dict) -> list[str]:
+        """Settings in which a saved ``config.json`` differs from the run this cell would make."""
         argv = self.cell.argv(self.protocol, self.seed, str(self.out))
         if self.cell.script == "sgpr_train.py":
             from ..baselines import sgpr
 
-            return sgpr.saved_config(sgpr.config_from_args(sgpr.parser().parse_args(argv)))
+            expected = sgpr.saved_config(sgpr.config_from_args(sgpr.parser().parse_args(argv)))
+            return sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
         from ..cli import config_from_args, train_parser
 
-        return config_from_args(train_parser().parse_args(argv)).to_dict()
+        return config_from_args(train_parser().parse_args(argv)).differences(saved)
 
     def state(self) -> str:
         """``done``, ``partial`` (checkpoint, no results) or ``todo``."""
@@ -102,7 +103,7 @@ class Runner:
 
     def run(self, jobs: list[Job], report=print) -> dict[Job, int]:
         for job in jobs:
-            check_folder(job, job.expected_config())
+            check_folder(job)
         todo = [j for j in jobs if j.state() != "done"]
         report(f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)}, "
                f"{self.jobs} at a time")
@@ -126,16 +127,11 @@ class Runner:
         return codes
 
 
-def check_folder(job: Job, expected: dict) -> None:
+def check_folder(job: Job) -> None:
     """Refuse a cell folder whose saved configuration is not the cell's."""
     path = job.out / "config.json"
     if path.exists():
-        saved = json.loads(path.read_text())
-        if "method" not in saved:  # a network run: settings added since it ran take their defaults
-            from ..config import Config
-
-            saved = Config.from_dict(saved).to_dict()
-        diff = sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
+        diff = job.differences(json.loads(path.read_text()))
         if diff:
             raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "
                               f"or pass another --runs-dir")

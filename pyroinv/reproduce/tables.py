@@ -7,12 +7,12 @@ markers, so the rest of the file is left as it is.
 """
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..checkpoint import read_json, read_jsonl
 from ..plots import plot_eta_panels
 from .grids import PROTOCOLS, SGPR_PROTOCOLS, Cell, Table, tables
 
@@ -23,8 +23,8 @@ LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mni
           "cifar10-scale": "scaled CIFAR-10", "cifar10": "CIFAR-10"}
 
 
-def finished(cell: Cell, protocol: str, root: Path) -> list[Path]:
-    """Folders of ``cell`` with a ``results.json``, for every seed found, in seed order."""
+def finished(cell: Cell, protocol: str, root: Path) -> list[tuple[int, Path]]:
+    """``(seed, folder)`` of every finished run (``results.json`` present) of ``cell``, in seed order."""
     stem = cell.name(0)[:-len("-s0")]
     folder = root / protocol
     found = []
@@ -33,11 +33,12 @@ def finished(cell: Cell, protocol: str, root: Path) -> list[Path]:
             m = re.fullmatch(re.escape(stem) + r"-s(\d+)", d.name)
             if m and (d / "results.json").exists():
                 found.append((int(m.group(1)), d))
-    return [d for _, d in sorted(found)]
+    return sorted(found)
 
 
-def _results(cell: Cell, protocol: str, root: Path) -> list[dict]:
-    return [json.loads((d / "results.json").read_text()) for d in finished(cell, protocol, root)]
+def cell_results(cell: Cell, protocol: str, root: Path) -> list[dict]:
+    """The ``results.json`` of every finished seed of ``cell``."""
+    return [read_json(d / "results.json") for _, d in finished(cell, protocol, root)]
 
 
 def mean_sd(values: Sequence[float], fmt: str = "{:.2f}", unit: str = "") -> str:
@@ -64,7 +65,7 @@ def _grid(table: Table, protocol: str, root: Path, entry: Callable[[str, str, li
     head = "| model | " + " | ".join(LABELS.get(d, d) for d in table.datasets) + " |"
     lines = [head, "|---|" + "---|" * len(table.datasets)]
     for row, cells in table.rows.items():
-        values = [entry(row, d, _results(cells[d], protocol, root)) if d in cells else "" for d in table.datasets]
+        values = [entry(row, d, cell_results(cells[d], protocol, root)) if d in cells else "" for d in table.datasets]
         lines.append(f"| {row} | " + " | ".join(values) + " |")
     return lines
 
@@ -80,15 +81,11 @@ def command(key: str, protocol: str, seeds: Sequence[int]) -> str:
 
 
 def seeds_found(table: Table, protocol: str, root: Path) -> list[int]:
-    seeds = set()
-    for cell in table.cells():
-        for d in finished(cell, protocol, root):
-            seeds.add(int(d.name.rsplit("-s", 1)[1]))
-    return sorted(seeds)
+    return sorted({seed for cell in table.cells() for seed, _ in finished(cell, protocol, root)})
 
 
 def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
-    """η_rot over training of the learned-rotation rows (seed 0), one panel per data set."""
+    """η_rot over training of the learned-rotation rows (every seed), one panel per data set."""
     panels: dict[str, list] = {}
     for d in table.datasets:
         runs = []
@@ -96,9 +93,7 @@ def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
             cell = cells.get(d)
             if cell is None or "--fixed-eta" in cell.args or "rotation" not in cell.args or cell.kind == "sgpr":
                 continue
-            for folder in finished(cell, protocol, root):
-                records = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x]
-                runs.append((row, int(folder.name.rsplit("-s", 1)[1]), records))
+            runs += [(row, seed, read_jsonl(folder / "metrics.jsonl")) for seed, folder in finished(cell, protocol, root)]
         if runs:
             panels[LABELS.get(d, d)] = runs
     if not panels:

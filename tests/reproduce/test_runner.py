@@ -51,7 +51,7 @@ def test_a_folder_with_other_settings_is_refused(tmp_path):
     job.out.mkdir(parents=True)
     (job.out / "config.json").write_text(json.dumps({"hidden": 3}))
     with pytest.raises(ConfigError, match="holds a run with other settings"):
-        check_folder(job, {"hidden": 4})
+        check_folder(job)
 
 
 def test_driver_command_line(tmp_path):
