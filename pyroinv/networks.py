@@ -145,5 +145,6 @@ class InvariantFeatures(PyroModule):
         if path == "weights" or not self.is_image or self.augment == "inputs":
             return self.apply_bank(x, self.weight_bank(T))
         W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
-        xt = warp_adjoint(x, T).reshape(T.shape[0], x.shape[0], -1)
-        return self.activation(torch.matmul(xt, W.T) + self.b1)
+        S, B = T.shape[0], x.shape[0]
+        xt = warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
+        return self.activation(torch.addmm(self.b1, xt, W.T).view(S, B, self.hidden))

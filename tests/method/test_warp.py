@@ -1,8 +1,10 @@
 
+import pytest
 import torch
 
 from pyroinv import lie
-from pyroinv.warp import gaussian_blur, warp_coordinate_weights, warp_images, warp_weight_bank
+from pyroinv.warp import (adjoint_matrix, gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_images,
+                          warp_weight_bank)
 
 
 def smooth_images(n, size=32, seed=0):
@@ -60,3 +62,51 @@ def test_coordinate_weights_through_homogeneous_coordinate():
     for s in range(3):
         direct = (T[s] @ xh.T).T[:, :2] @ w.T + b
         torch.testing.assert_close(x @ ws[s].T + bs[s], direct)
+
+
+def _affine_transforms(S, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    eta = torch.tensor([0.3, -0.2, 2.5, 0.2, 0.1, 0.1], dtype=dtype, requires_grad=True)
+    eps = torch.rand(S, 6, generator=g, dtype=dtype) * 2 - 1
+    return eta, eps
+
+
+@pytest.mark.parametrize("method", ["sparse", "kernel"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_adjoint_warp_is_the_transpose_of_the_warp_with_gradients(method, channels):
+    """<M_s w, x> = <w, M_s^T x> for every s, and the gradients (for eta and x) match the warp's."""
+    S, B, h, w = 5, 4, 9, 11
+    eta, eps = _affine_transforms(S)
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(B, channels, h, w, generator=g, dtype=torch.float64, requires_grad=True)
+    W = torch.randn(3, channels, h, w, generator=g, dtype=torch.float64)
+    T = lie.transforms(eta, eps)
+    lhs = torch.einsum("sjd,bd->sjb", warp_weight_bank(W, T).reshape(S, 3, -1), x.reshape(B, -1))
+    rhs = torch.einsum("sbd,jd->sjb", warp_adjoint(x, T, method=method), W.reshape(3, -1))
+    torch.testing.assert_close(rhs, lhs, rtol=1e-10, atol=1e-12)
+    d_lhs = torch.autograd.grad(lhs.square().sum(), [eta, x], retain_graph=True)
+    d_rhs = torch.autograd.grad(rhs.square().sum(), [eta, x])
+    for a, b in zip(d_rhs, d_lhs):
+        assert b.abs().sum() > 0
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_adjoint_methods_agree_in_float32_and_reject_unknown():
+    eta, eps = _affine_transforms(8, dtype=torch.float32)
+    x = torch.rand(6, 1, 28, 28)
+    T = lie.transforms(eta, eps)
+    torch.testing.assert_close(warp_adjoint(x, T, "sparse"), warp_adjoint(x, T, "kernel"), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="unknown adjoint method"):
+        warp_adjoint(x, T, "dense")
+
+
+def test_adjoint_matrix_rows_and_points_far_outside():
+    """Rows are (pixel, transform); a transform that maps everything outside the image gives zeros."""
+    S, h, w = 3, 5, 6
+    T = torch.eye(3, dtype=torch.float64).repeat(S, 1, 1)
+    T[2, 0, 2] = 50.0  # shifted 50 half-widths: nothing inside
+    grid = torch.nn.functional.affine_grid(T[:, :2, :], [S, 1, h, w], align_corners=False)
+    R = adjoint_matrix(grid, h, w).to_dense().reshape(h * w, S, h * w)
+    torch.testing.assert_close(R[:, 0], torch.eye(h * w, dtype=torch.float64))
+    torch.testing.assert_close(R[:, 1], torch.eye(h * w, dtype=torch.float64))
+    assert R[:, 2].abs().max() == 0
