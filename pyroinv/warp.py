@@ -166,7 +166,7 @@ def warp_adjoint(images: torch.Tensor, T: torch.Tensor, method: str = "auto") ->
     if method not in ADJOINT_METHODS:
         raise ValueError(f"unknown adjoint method {method!r}; choose one of {', '.join(ADJOINT_METHODS)}")
     sparse = method == "sparse" or (method == "auto" and images.device.type == "cpu")
-    B, C, h, w = images.shape
+    h, w = images.shape[-2:]
     grid = F.affine_grid(T[:, :2, :].to(images.dtype), [T.shape[0], 1, h, w], align_corners=False)
     return _AdjointWarp.apply(images, grid, sparse)
 
