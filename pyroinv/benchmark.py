@@ -33,21 +33,21 @@ from .warp import warp_images
 PATHS = ("naive", "input-aug", "pyroinv", "floor")
 
 
-def _setup(network: str, hidden: int, samples: int, batch: int, seed: int = 0):
+def _setup(network: str, hidden: int, samples: int, batch: int, device: str = "cpu", seed: int = 0):
     torch.manual_seed(seed)
     inv = Invariance("rotation", init=math.radians(30.0), image_size=28)
-    feats = InvariantFeatures((1, 28, 28), inv, hidden=hidden, network=network)
-    x = torch.rand(batch, 1, 28, 28)
-    y = torch.randint(0, 10, (batch,))
-    W2 = torch.randn(10, feats.num_features, requires_grad=True)
-    eps = lie.stochastic_eps(samples, inv.active)
+    feats = InvariantFeatures((1, 28, 28), inv, hidden=hidden, network=network).to(device)
+    x = torch.rand(batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    W2 = torch.randn(10, feats.num_features, device=device, requires_grad=True)
+    eps = lie.stochastic_eps(samples, inv.active, device=device)
     return feats, inv, x, y, W2, eps
 
 
 def step_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
-                  batch: int = 128) -> Callable[[], float]:
+                  batch: int = 128, device: str = "cpu") -> Callable[[], float]:
     """A closure running one forward + backward pass on ``path``; returns the loss."""
-    feats, inv, x, y, W2, eps = _setup(network, hidden, samples, batch)
+    feats, inv, x, y, W2, eps = _setup(network, hidden, samples, batch, device)
 
     pre_transformed = x.reshape(1, batch, -1).repeat(samples, 1, 1).requires_grad_(True)
 
@@ -73,24 +73,27 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
     return step
 
 
-def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2) -> float:
-    """Median wall time of ``fn`` in seconds."""
+def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, device: str = "cpu") -> float:
+    """Median wall time of ``fn`` in seconds (on CUDA, after the device has finished its work)."""
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     for _ in range(warmup):
         fn()
+    sync()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
 @torch.no_grad()
 def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32, n_test: int = 10000,
-                  batch: int = 500) -> Callable[[], None]:
+                  batch: int = 500, device: str = "cpu") -> Callable[[], None]:
     """A closure predicting ``n_test`` images with S deterministic transforms (naive: warp per batch)."""
-    feats, inv, _, _, W2, _ = _setup(network, hidden, samples, 1)
-    x = torch.rand(n_test, 1, 28, 28)
+    feats, inv, _, _, W2, _ = _setup(network, hidden, samples, 1, device)
+    x = torch.rand(n_test, 1, 28, 28, device=device)
     T = inv.sample_transforms(samples, "deterministic")
     W2 = W2.detach()
 
@@ -103,6 +106,9 @@ def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples:
     return run
 
 
-def peak_rss_mb() -> float:
-    """The process's peak resident memory so far, in MiB (Linux ``ru_maxrss`` is in KiB)."""
+def peak_memory_mb(device: str = "cpu") -> float:
+    """Peak memory so far, in MiB: the process's resident size on the CPU (Linux ``ru_maxrss`` is in
+    KiB), or the most memory torch's allocator has held on a CUDA device."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -16,6 +16,7 @@ from . import lie
 from .config import DEVICES, ELBOS, INFERENCES, SAMPLINGS, Config
 from .errors import ConfigError, PyroinvError
 from .networks import NETWORKS
+from .runtime import keep_freed_memory
 
 EXIT_USAGE = 2
 
@@ -163,6 +164,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = train_parser().parse_args(argv)
     setup_logging()
+    keep_freed_memory()
     try:
         cfg = config_from_args(args)
         out = args.out or default_out(cfg)
@@ -204,6 +206,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
 
     args = evaluate_parser().parse_args(argv)
     setup_logging()
+    keep_freed_memory()
     try:
         res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
                            test_size=args.test_size, draws=args.draws, device=args.device)

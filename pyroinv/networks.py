@@ -33,6 +33,44 @@ NETWORKS = ("relu", "rff")
 AUGMENTS = ("weights", "inputs")
 
 
+class _ReluWithOne(torch.autograd.Function):
+    """``[relu(z), 1]`` along the last dimension without a separate concatenation."""
+
+    @staticmethod
+    def forward(ctx, pre: torch.Tensor) -> torch.Tensor:
+        out = pre.new_empty(*pre.shape[:-1], pre.shape[-1] + 1)
+        torch.clamp_min(pre, 0, out=out[..., :-1])
+        out[..., -1] = 1
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (out,) = ctx.saved_tensors
+        return torch.ops.aten.threshold_backward(grad[..., :-1], out[..., :-1], 0)
+
+
+class _CosineWithOne(torch.autograd.Function):
+    """``[c cos(z), 1]`` along the last dimension (random Fourier features), in one pass."""
+
+    @staticmethod
+    def forward(ctx, pre: torch.Tensor, scale: float) -> torch.Tensor:
+        out = pre.new_empty(*pre.shape[:-1], pre.shape[-1] + 1)
+        torch.cos(pre, out=out[..., :-1])
+        out[..., :-1].mul_(scale)
+        out[..., -1] = 1
+        ctx.save_for_backward(pre)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (pre,) = ctx.saved_tensors
+        return torch.sin(pre).mul_(grad[..., :-1]).mul_(-ctx.scale), None
+
+
 class InvariantFeatures(PyroModule):
     """``phi(W1 T_i x)`` for every transform ``T_i`` and input ``x``.
 
@@ -102,7 +140,26 @@ class InvariantFeatures(PyroModule):
         if self.augment == "inputs":
             return self.activation(self._augmented_pre(x, *bank))
         W, b = bank
-        return self.activation(torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1))
+        x = x.reshape(x.shape[0], -1)
+        if torch.is_grad_enabled():
+            return self.activation(torch.matmul(x, W.transpose(1, 2)) + b.unsqueeze(1))
+        return self._features_inference(x, W, b)
+
+    def _features_inference(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """:meth:`apply_bank` without autograd: each transform's product is written, bias included,
+        straight into its slice of the ``(S, B, H + 1)`` output and activated in place there."""
+        S, H = W.shape[0], W.shape[1]
+        out = x.new_empty(S, x.shape[0], H + 1)
+        scale = math.sqrt(2.0 / self.hidden)
+        for s in range(S):
+            pre = out[s, :, :H]
+            torch.addmm(b[s], x, W[s].T, out=pre)
+            if self.network == "rff":
+                pre.cos_().mul_(scale)
+            else:
+                pre.clamp_min_(0)
+        out[..., H] = 1
+        return out
 
     def _augmented_pre(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
         """Pre-activations ``W1 (T_i x) + b1``, ``(S, B, H)``: each input transformed by each ``T_i``.
@@ -118,13 +175,10 @@ class InvariantFeatures(PyroModule):
         return torch.matmul(xs, W[0].T) + b[0]
 
     def activation(self, pre: torch.Tensor) -> torch.Tensor:
-        """``phi``, with the constant feature appended: ``(..., H + 1)``."""
+        """``phi``, with the constant feature appended: ``(..., H + 1)``, written in one pass."""
         if self.network == "rff":
-            phi = math.sqrt(2.0 / self.hidden) * torch.cos(pre)
-        else:
-            phi = torch.relu(pre)
-        ones = torch.ones(*phi.shape[:-1], 1, dtype=phi.dtype, device=phi.device)
-        return torch.cat([phi, ones], dim=-1)
+            return _CosineWithOne.apply(pre, math.sqrt(2.0 / self.hidden))
+        return _ReluWithOne.apply(pre)
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of ``phi(W1 T_i x)``.

@@ -118,7 +118,7 @@ class _AdjointWarp(torch.autograd.Function):
         S = grid.shape[0]
         ctx.save_for_backward(images, grid)
         if sparse:
-            out = torch.mm(adjoint_matrix(grid, h, w), images.reshape(B * C, h * w).t())  # (h*w*S, B*C)
+            out = torch.mm(adjoint_matrix(grid, h, w), images.reshape(B * C, h * w).t().contiguous())  # (h*w*S, B*C)
             return out.view(h * w, S, B, C).permute(1, 2, 3, 0).reshape(S, B, C * h * w)
         cotangent = images.reshape(1, B * C, h, w).expand(S, B * C, h, w)
         shape_only = images.new_zeros(()).expand(S, B * C, h, w)

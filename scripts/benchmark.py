@@ -2,41 +2,75 @@
 """Time the weight-space invariant network's paths against each other and the matrix-product floor.
 
     python scripts/benchmark.py                 # paper settings: MNIST 28x28, H=1024, S=32, batch 128 and 1024
+    python scripts/benchmark.py --device cuda   # the same on the GPU
     python scripts/benchmark.py --quick         # small settings, seconds (used by the tests)
 
-Every path is timed in its own process, so the peak memory column is that path's own.
+On the CPU every path is timed in its own process, so the peak memory column is that path's own;
+on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.runtime.keep_freed_memory() (as the training scripts do) unless
+--default-malloc is given.
 """
 import argparse
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.cli import OneLineParser, pos_int  # noqa: E402
+from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int  # noqa: E402
 
 
 def measure(args) -> dict:
     import torch
 
-    from pyroinv.benchmark import eval_function, peak_rss_mb, step_function, time_call
+    from pyroinv.benchmark import eval_function, peak_memory_mb, step_function, time_call
+    from pyroinv.runtime import keep_freed_memory
 
+    if not args.default_malloc:
+        keep_freed_memory()
     torch.set_num_threads(args.threads)
     if args.kind == "step":
-        fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch)
-        seconds = time_call(fn, repeats=args.repeats)
+        fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
+                           batch=args.batch, device=args.device)
+        seconds = time_call(fn, repeats=args.repeats, device=args.device)
     else:
         fn = eval_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
-                           n_test=args.n_test)
-        seconds = time_call(fn, repeats=max(1, args.repeats // 3), warmup=1)
-    return {"seconds": seconds, "peak_mb": peak_rss_mb()}
+                           n_test=args.n_test, batch=args.batch, device=args.device)
+        seconds = time_call(fn, repeats=max(1, args.repeats // 3), warmup=1, device=args.device)
+    return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device)}
 
 
-def run_one(base: list[str], **kw) -> dict:
+def run_one(args, base: list[str], **kw) -> dict:
+    """Measure one path: in a fresh process on the CPU (its own peak resident memory); in this
+    process on CUDA, where the allocator's peak is reset and its cache emptied between paths."""
+    if args.device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        return measure(argparse.Namespace(**{**vars(args), **kw}))
     cmd = [sys.executable, __file__, "--single", *base] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def describe_device(device: str) -> str:
+    import torch
+
+    if device == "cuda":
+        return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return cpu
 
 
 def main() -> int:
@@ -44,11 +78,16 @@ def main() -> int:
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--hidden", type=pos_int, default=1024)
     p.add_argument("--samples", type=pos_int, default=32)
-    p.add_argument("--batches", type=pos_int, nargs="+", default=[128, 1024])
+    p.add_argument("--batches", type=pos_int, nargs="+", default=[128, 1024], help="training batch sizes")
+    p.add_argument("--eval-batches", type=pos_int, nargs="+", default=[128, 500],
+                   help="evaluation batch sizes (the same for both paths)")
     p.add_argument("--networks", nargs="+", choices=["relu", "rff"], default=["relu", "rff"])
     p.add_argument("--n-test", type=pos_int, default=10000, help="test images for the evaluation throughput")
     p.add_argument("--repeats", type=pos_int, default=7, help="timed repetitions (median reported)")
-    p.add_argument("--threads", type=pos_int, default=2, help="torch threads")
+    p.add_argument("--threads", type=pos_int, default=2, help="torch threads (CPU)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
+    p.add_argument("--default-malloc", action="store_true",
+                   help="leave the C allocator's settings alone (see pyroinv.runtime)")
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="step", help=argparse.SUPPRESS)
@@ -57,34 +96,48 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=128, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.quick:
-        args.hidden, args.samples, args.batches, args.n_test, args.repeats = 64, 4, [16], 200, 2
+        args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
+        args.n_test, args.repeats = 200, 2
+    import torch
+
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.stderr.write("error: --device cuda was asked for but CUDA is not available here; use --device cpu\n")
+        return EXIT_USAGE
     if args.single:
         print(json.dumps(measure(args)))
         return 0
-    import torch
-
     from pyroinv.benchmark import PATHS
 
     base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
-            f"--repeats={args.repeats}", f"--threads={args.threads}"]
-    print(f"torch {torch.__version__}, {args.threads} threads, H={args.hidden}, S={args.samples}, 28x28 inputs, "
-          f"median of {args.repeats}")
-    print("\ntraining step (forward + backward of the network's log-likelihood; seconds, ratio to pyroinv, peak MiB)\n")
+            f"--repeats={args.repeats}", f"--threads={args.threads}", f"--device={args.device}"]
+    if args.default_malloc:
+        base.append("--default-malloc")
+    memory = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB"
+    threads = "" if args.device == "cuda" else f", {args.threads} threads"
+    print(f"{describe_device(args.device)}; torch {torch.__version__}{threads}; H={args.hidden}, S={args.samples}, "
+          f"28x28 inputs; median of {args.repeats}; "
+          f"{'default malloc' if args.default_malloc else 'freed memory kept (pyroinv.runtime)'}")
+    print(f"\ntraining step (forward + backward of the network's log-likelihood; seconds, {memory})\n")
     print("| network | batch | " + " | ".join(PATHS) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |")
     print("|---|---|" + "---|" * (len(PATHS) + 3))
     for net in args.networks:
         for batch in args.batches:
-            r = {path: run_one(base, kind="step", path=path, network=net, batch=batch) for path in PATHS}
+            r = {path: run_one(args, base, kind="step", path=path, network=net, batch=batch) for path in PATHS}
             cells = [f"{r[q]['seconds']:.4f} s ({r[q]['peak_mb']:.0f} MiB)" for q in PATHS]
             t = {q: r[q]["seconds"] for q in PATHS}
             print(f"| {net} | {batch} | " + " | ".join(cells) + f" | {t['naive'] / t['pyroinv']:.2f}x | "
-                  f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |")
-    print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second)\n")
-    print("| network | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|")
+                  f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |", flush=True)
+    print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")
+    print("| network | eval batch | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|---|")
     for net in args.networks:
-        r = {path: run_one(base, kind="eval", path=path, network=net) for path in ("naive", "pyroinv")}
-        ips = {q: args.n_test / r[q]["seconds"] for q in r}
-        print(f"| {net} | {ips['naive']:.0f} | {ips['pyroinv']:.0f} | {ips['pyroinv'] / ips['naive']:.2f}x |")
+        for batch in args.eval_batches:
+            r = {path: run_one(args, base, kind="eval", path=path, network=net, batch=batch) for path in ("naive", "pyroinv")}
+            ips = {q: args.n_test / r[q]["seconds"] for q in r}
+            print(f"| {net} | {batch} | {ips['naive']:.0f} ({r['naive']['peak_mb']:.0f} MiB) | "
+                  f"{ips['pyroinv']:.0f} ({r['pyroinv']['peak_mb']:.0f} MiB) | "
+                  f"{ips['pyroinv'] / ips['naive']:.2f}x |", flush=True)
     return 0
 
 

@@ -20,3 +20,14 @@ def mnist(cache_dir):
     from pyroinv.data import load_dataset
 
     return load_dataset("mnist", cache_dir=cache_dir, download=False)
+
+
+def _devices() -> list:
+    import torch
+
+    cuda = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))
+    return ["cpu", cuda]
+
+
+#: parametrize a test over the CPU and, where there is one, the CUDA device
+DEVICES = _devices()

@@ -6,21 +6,30 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyroinv.benchmark import PATHS, step_function
+from pyroinv.benchmark import PATHS, eval_function, step_function
+from tests.conftest import DEVICES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_naive_and_pyroinv_paths_give_the_same_loss():
+@pytest.mark.parametrize("device", DEVICES)
+def test_naive_and_pyroinv_paths_give_the_same_loss(device):
     torch.manual_seed(0)
-    losses = {p: step_function(p, hidden=32, samples=4, batch=8)() for p in ("naive", "pyroinv")}
+    losses = {p: step_function(p, hidden=32, samples=4, batch=8, device=device)() for p in ("naive", "pyroinv")}
     assert losses["naive"] == pytest.approx(losses["pyroinv"], rel=1e-4)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("path", PATHS)
-def test_every_path_runs_forward_and_backward(path):
-    loss = step_function(path, network="rff", hidden=16, samples=3, batch=4)()
+def test_every_path_runs_forward_and_backward(path, device):
+    loss = step_function(path, network="rff", hidden=16, samples=3, batch=4, device=device)()
     assert torch.isfinite(torch.tensor(loss))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", ["naive", "pyroinv"])
+def test_evaluation_closures_run(path, device):
+    eval_function(path, hidden=16, samples=3, n_test=30, batch=8, device=device)()
 
 
 def test_benchmark_script_quick():
@@ -28,3 +37,12 @@ def test_benchmark_script_quick():
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "| relu | 16 |" in out.stdout and "naive / pyroinv" in out.stdout and "images per second" in out.stdout
+    assert "| relu | 50 |" in out.stdout  # the evaluation row
+
+
+def test_benchmark_refuses_cuda_without_cuda(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--device", "cuda"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "CUDA is not available" in out.stderr

@@ -8,6 +8,7 @@ from pyroinv.model import InvariantBNN, mc_log_predictive
 from pyroinv.networks import InvariantFeatures
 from pyroinv.warp import gaussian_blur, warp_images
 from pyroinv import lie
+from tests.conftest import DEVICES
 
 
 def smooth(n, size=16, seed=0):
@@ -90,15 +91,16 @@ def test_coordinate_network_rotation_invariance():
     torch.testing.assert_close(model.log_predictive(x, W2), model.log_predictive(x_rot, W2), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("network", ["relu", "rff"])
-def test_weight_and_input_paths_agree_with_gradients(network):
+def test_weight_and_input_paths_agree_with_gradients(network, device):
     """Warping W1 (S·H warps) and applying the adjoint warp to x (S·B warps): same features, same gradients."""
     torch.manual_seed(0)
     inv = Invariance("affine", init=[0.1, -0.1, 0.5, 0.1, 0.05, 0.05], image_size=12)
-    feats = InvariantFeatures((2, 12, 12), inv, hidden=20, network=network, blur_sigma=0.7).double()
-    x = torch.rand(6, 2, 12, 12, dtype=torch.float64)
-    eps = lie.stochastic_eps(5, inv.active, dtype=torch.float64)
-    W2 = torch.randn(4, feats.num_features, dtype=torch.float64)
+    feats = InvariantFeatures((2, 12, 12), inv, hidden=20, network=network, blur_sigma=0.7).double().to(device)
+    x = torch.rand(6, 2, 12, 12, dtype=torch.float64, device=device)
+    eps = lie.stochastic_eps(5, inv.active, dtype=torch.float64, device=device)
+    W2 = torch.randn(4, feats.num_features, dtype=torch.float64, device=device)
     out = {}
     for path in ("weights", "inputs"):
         feats.zero_grad()
@@ -109,3 +111,48 @@ def test_weight_and_input_paths_agree_with_gradients(network):
     for k, g in out["weights"][1].items():
         assert g.abs().sum() > 0, k
         torch.testing.assert_close(out["inputs"][1][k], g, rtol=1e-4, atol=1e-10)
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a - b).norm() / b.norm()).item()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("network", ["relu", "rff"])
+def test_every_path_gives_the_same_logits_and_gradients_in_float32(network, device, monkeypatch):
+    """At MNIST's size in float32: the naive weight warp, the adjoint warp (sparse product and
+    grid_sample's kernel) and the no-autograd evaluation path agree within 1e-4 relative error,
+    for the logits and for the gradients with respect to eta, W1 and W2."""
+    import functools
+
+    import pyroinv.networks as networks
+    from pyroinv.warp import warp_adjoint
+
+    torch.manual_seed(0)
+    inv = Invariance("affine", init=[0.2, -0.1, 0.6, 0.1, 0.05, 0.05], image_size=28)
+    feats = InvariantFeatures((1, 28, 28), inv, hidden=96, network=network).to(device)
+    x = torch.rand(24, 1, 28, 28, device=device)
+    eps = lie.stochastic_eps(6, inv.active, device=device)
+    W2 = torch.randn(10, feats.num_features, device=device, requires_grad=True)
+    params = {"eta": inv.eta_active_unconstrained, "W2": W2}
+    if network == "relu":
+        params["W1"] = feats.W1
+    results = {}
+    for name, path, method in (("naive", "weights", None), ("sparse", "inputs", "sparse"),
+                               ("kernel", "inputs", "kernel")):
+        if method is not None:
+            monkeypatch.setattr(networks, "warp_adjoint", functools.partial(warp_adjoint, method=method))
+        logits = torch.matmul(feats(x, lie.transforms(inv.eta, eps), path=path), W2.T)
+        grads = torch.autograd.grad(torch.log_softmax(logits, -1).logsumexp(0)[:, 0].sum(), list(params.values()))
+        results[name] = (logits.detach(), dict(zip(params, grads)))
+    with torch.no_grad():
+        bank = feats.weight_bank(lie.transforms(inv.eta, eps))
+        eval_logits = torch.matmul(feats.apply_bank(x, bank), W2.T)
+    reference_logits, reference_grads = results["naive"]
+    assert _relative_error(eval_logits, reference_logits) <= 1e-4
+    for name in ("sparse", "kernel"):
+        logits, grads = results[name]
+        assert _relative_error(logits, reference_logits) <= 1e-4, name
+        for k, g in grads.items():
+            assert reference_grads[k].abs().sum() > 0, k
+            assert _relative_error(g, reference_grads[k]) <= 1e-4, (name, k)

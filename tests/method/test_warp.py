@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from pyroinv import lie
+from tests.conftest import DEVICES
 from pyroinv.warp import (adjoint_matrix, gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_images,
                           warp_weight_bank)
 
@@ -64,22 +65,23 @@ def test_coordinate_weights_through_homogeneous_coordinate():
         torch.testing.assert_close(x @ ws[s].T + bs[s], direct)
 
 
-def _affine_transforms(S, dtype=torch.float64, seed=0):
+def _affine_transforms(S, dtype=torch.float64, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    eta = torch.tensor([0.3, -0.2, 2.5, 0.2, 0.1, 0.1], dtype=dtype, requires_grad=True)
-    eps = torch.rand(S, 6, generator=g, dtype=dtype) * 2 - 1
+    eta = torch.tensor([0.3, -0.2, 2.5, 0.2, 0.1, 0.1], dtype=dtype, device=device, requires_grad=True)
+    eps = (torch.rand(S, 6, generator=g, dtype=dtype) * 2 - 1).to(device)
     return eta, eps
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("method", ["sparse", "kernel"])
 @pytest.mark.parametrize("channels", [1, 3])
-def test_adjoint_warp_is_the_transpose_of_the_warp_with_gradients(method, channels):
+def test_adjoint_warp_is_the_transpose_of_the_warp_with_gradients(method, channels, device):
     """<M_s w, x> = <w, M_s^T x> for every s, and the gradients (for eta and x) match the warp's."""
     S, B, h, w = 5, 4, 9, 11
-    eta, eps = _affine_transforms(S)
+    eta, eps = _affine_transforms(S, device=device)
     g = torch.Generator().manual_seed(1)
-    x = torch.rand(B, channels, h, w, generator=g, dtype=torch.float64, requires_grad=True)
-    W = torch.randn(3, channels, h, w, generator=g, dtype=torch.float64)
+    x = torch.rand(B, channels, h, w, generator=g, dtype=torch.float64).to(device).requires_grad_(True)
+    W = torch.randn(3, channels, h, w, generator=g, dtype=torch.float64).to(device)
     T = lie.transforms(eta, eps)
     lhs = torch.einsum("sjd,bd->sjb", warp_weight_bank(W, T).reshape(S, 3, -1), x.reshape(B, -1))
     rhs = torch.einsum("sbd,jd->sjb", warp_adjoint(x, T, method=method), W.reshape(3, -1))
@@ -91,9 +93,10 @@ def test_adjoint_warp_is_the_transpose_of_the_warp_with_gradients(method, channe
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
 
 
-def test_adjoint_methods_agree_in_float32_and_reject_unknown():
-    eta, eps = _affine_transforms(8, dtype=torch.float32)
-    x = torch.rand(6, 1, 28, 28)
+@pytest.mark.parametrize("device", DEVICES)
+def test_adjoint_methods_agree_in_float32_and_reject_unknown(device):
+    eta, eps = _affine_transforms(8, dtype=torch.float32, device=device)
+    x = torch.rand(6, 1, 28, 28, device=device)
     T = lie.transforms(eta, eps)
     torch.testing.assert_close(warp_adjoint(x, T, "sparse"), warp_adjoint(x, T, "kernel"), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="unknown adjoint method"):
