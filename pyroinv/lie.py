@@ -13,6 +13,7 @@ rotational invariance), a translation ``eta`` of 1 is half the image width
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -37,6 +38,12 @@ MAX_GRID_POINTS = 4096
 
 def generators(dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
     """The six 3x3 generator matrices G_1..G_6 of Appendix E, shape ``(6, 3, 3)``."""
+    return _generators(dtype, torch.device(device) if device is not None else torch.device("cpu")).clone()
+
+
+@functools.lru_cache(maxsize=None)
+def _generators(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """One read-only copy per dtype and device (built once: ten small writes are ten kernel launches on a GPU)."""
     G = torch.zeros(6, 3, 3, dtype=dtype, device=device)
     G[0, 0, 2] = 1.0                      # translate x
     G[1, 1, 2] = 1.0                      # translate y
@@ -54,9 +61,12 @@ def transforms(eta: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
         eta: ``(6,)`` invariance parameters (zero for inactive generators).
         eps: ``(S, 6)`` noise in ``[-1, 1]``.
     """
-    G = generators(eta.dtype, eta.device)
-    A = torch.einsum("sk,kij->sij", eps * eta, G)
-    return torch.linalg.matrix_exp(A)
+    A = torch.einsum("sk,kij->sij", eps * eta, _generators(eta.dtype, eta.device))
+    if A.device.type == "cpu":
+        return torch.linalg.matrix_exp(A)
+    # S 3x3 exponentials are too small for an accelerator: there matrix_exp launches dozens of kernels
+    # and waits on the device to pick its degree; on the CPU it costs microseconds (gradients flow through)
+    return torch.linalg.matrix_exp(A.cpu()).to(A.device)
 
 
 def stochastic_eps(num_samples: int, active: Sequence[int], generator: torch.Generator | None = None,

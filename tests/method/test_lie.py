@@ -5,6 +5,7 @@ import torch
 
 from pyroinv import lie
 from pyroinv.errors import ConfigError
+from tests.conftest import DEVICES
 
 
 def _eps(active, values):
@@ -107,3 +108,25 @@ def test_set_eta_respects_the_constraint(constraint):
     fixed = Invariance("rotation", init=0.1, learn=False)
     fixed.set_eta(2, 1.5)
     assert float(fixed.eta[2]) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_transforms_and_their_gradient_on_every_device(device):
+    """On an accelerator the exponentials are taken on the CPU: same values, gradients reach eta there."""
+    eta = torch.tensor([0.2, -0.1, 1.3, 0.1, -0.2, 0.05], dtype=torch.float64, requires_grad=True)
+    eps = lie.stochastic_eps(7, range(6), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    eta_d = eta.detach().to(device).requires_grad_(True)
+    T = lie.transforms(eta, eps)
+    T_d = lie.transforms(eta_d, eps.to(device))
+    assert T_d.device.type == torch.device(device).type
+    torch.testing.assert_close(T_d.cpu(), T)
+    (g,) = torch.autograd.grad(T.square().sum(), eta)
+    (g_d,) = torch.autograd.grad(T_d.square().sum(), eta_d)
+    assert g.abs().min() > 0
+    torch.testing.assert_close(g_d.cpu(), g)
+
+
+def test_generators_are_fresh_copies():
+    G = lie.generators()
+    G.zero_()
+    assert lie.generators().abs().sum() == 8
