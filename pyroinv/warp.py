@@ -92,11 +92,14 @@ def adjoint_matrix(grid: torch.Tensor, h: int, w: int) -> torch.Tensor:
     """
     S, n = grid.shape[0], h * w
     q, v = bilinear_taps(grid.detach(), h, w)
-    p = torch.arange(n, device=grid.device).repeat_interleave(4)
-    row = (q * S + torch.arange(S, device=grid.device).view(S, 1, 1)).reshape(-1)
+    # the narrowest integer type that holds the row index: sorting 16-bit keys is ~3x faster than 64-bit
+    key_dtype = torch.int16 if n * S < 2**15 else torch.int32 if n * S < 2**31 else torch.int64
+    index_dtype = torch.int32 if n * S < 2**31 else torch.int64
+    row = (q * S + torch.arange(S, device=grid.device).view(S, 1, 1)).to(key_dtype).reshape(-1)
     row, order = torch.sort(row, stable=True)
-    col = p.repeat(S)[order]
-    crow = torch.searchsorted(row, torch.arange(n * S + 1, device=grid.device))
+    col = torch.arange(n, device=grid.device, dtype=index_dtype).repeat_interleave(4).repeat(S)[order]
+    crow = torch.zeros(n * S + 1, dtype=index_dtype, device=grid.device)
+    crow[1:] = torch.bincount(row, minlength=n * S).cumsum(0)
     with warnings.catch_warnings():  # torch flags its CSR support as beta, once per process
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(crow, col, v.reshape(-1)[order], (n * S, n), check_invariants=False)
