@@ -34,11 +34,28 @@ def measure(args) -> dict:
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            batch=args.batch, device=args.device)
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
+        if args.profile:
+            return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device), "profile": profile_table(fn, args.device)}
     else:
         fn = eval_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            n_test=args.n_test, batch=args.batch, device=args.device)
         seconds = time_call(fn, repeats=max(1, args.repeats // 3), warmup=1, device=args.device)
     return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device)}
+
+
+def profile_table(fn, device: str, steps: int = 3, rows: int = 12) -> str:
+    """torch.profiler's table of the operators that take the most time over ``steps`` calls."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        for _ in range(steps):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    return f"{steps} steps:\n" + prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=40)
 
 
 def run_one(args, base: list[str], **kw) -> dict:
@@ -50,7 +67,8 @@ def run_one(args, base: list[str], **kw) -> dict:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
         return measure(argparse.Namespace(**{**vars(args), **kw}))
-    cmd = [sys.executable, __file__, "--single", *base] + [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
+    flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in kw.items()]
+    cmd = [sys.executable, __file__, "--single", *base, *flags]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")
@@ -88,6 +106,8 @@ def main() -> int:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
     p.add_argument("--default-malloc", action="store_true",
                    help="leave the C allocator's settings alone (see pyroinv.runtime)")
+    p.add_argument("--profile", action="store_true",
+                   help="also print torch.profiler's operator table of every pyroinv training step measured")
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="step", help=argparse.SUPPRESS)
@@ -122,13 +142,17 @@ def main() -> int:
     print(f"\ntraining step (forward + backward of the network's log-likelihood; seconds, {memory})\n")
     print("| network | batch | " + " | ".join(PATHS) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |")
     print("|---|---|" + "---|" * (len(PATHS) + 3))
+    profiles: list[str] = []
     for net in args.networks:
         for batch in args.batches:
-            r = {path: run_one(args, base, kind="step", path=path, network=net, batch=batch) for path in PATHS}
+            r = {path: run_one(args, base, kind="step", path=path, network=net, batch=batch,
+                               **({"profile": True} if args.profile and path == "pyroinv" else {})) for path in PATHS}
             cells = [f"{r[q]['seconds']:.4f} s ({r[q]['peak_mb']:.0f} MiB)" for q in PATHS]
             t = {q: r[q]["seconds"] for q in PATHS}
             print(f"| {net} | {batch} | " + " | ".join(cells) + f" | {t['naive'] / t['pyroinv']:.2f}x | "
                   f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |", flush=True)
+            if "profile" in r["pyroinv"]:
+                profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
     print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")
     print("| network | eval batch | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|---|")
     for net in args.networks:
@@ -138,6 +162,8 @@ def main() -> int:
             print(f"| {net} | {batch} | {ips['naive']:.0f} ({r['naive']['peak_mb']:.0f} MiB) | "
                   f"{ips['pyroinv']:.0f} ({r['pyroinv']['peak_mb']:.0f} MiB) | "
                   f"{ips['pyroinv'] / ips['naive']:.2f}x |", flush=True)
+    for text in profiles:
+        print(f"\n{text}")
     return 0
 
 

@@ -33,11 +33,12 @@ def test_evaluation_closures_run(path, device):
 
 
 def test_benchmark_script_quick():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "relu"],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "relu",
+                          "--profile"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "| relu | 16 |" in out.stdout and "naive / pyroinv" in out.stdout and "images per second" in out.stdout
     assert "| relu | 50 |" in out.stdout  # the evaluation row
+    assert "pyroinv, relu, batch 16, 3 steps:" in out.stdout and "_AdjointWarp" in out.stdout
 
 
 def test_benchmark_refuses_cuda_without_cuda(monkeypatch):
