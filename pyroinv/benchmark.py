@@ -11,6 +11,8 @@ Each *training step* here is the forward and backward pass of the network part o
   (an ``(S, B, D)`` leaf), with the gradient with respect to them that learning ``eta`` needs, so
   the same three ``S B D H`` products as every other path (forward, ``dW1``, ``d input``).
 
+``svi``: a whole training step, :meth:`pyroinv.train.Trainer.train_step` (pyroinv's path inside).
+
 Evaluation throughput: images per second over a test set with a fixed set of S transforms, either
 re-warping the weights for every batch (naive) or warping them once (pyroinv).
 """
@@ -71,6 +73,24 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
         return loss.item()
 
     return step
+
+
+def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
+                      device: str = "cpu") -> Callable[[], dict]:
+    """One full training step of :class:`pyroinv.train.Trainer` (Trace_ELBO with the model, the
+    Cholesky guide and fused Adam, the paper's defaults otherwise) on random 28x28 images."""
+    import numpy as np
+
+    from .config import Config
+    from .data.splits import Split
+    from .train import Trainer
+
+    rng = np.random.default_rng(0)
+    n = 4 * batch
+    data = Split("random", rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, n),
+                 rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10), 10)
+    cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0, epochs=1000)
+    return Trainer(cfg, data, device=device).train_step
 
 
 def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, device: str = "cpu") -> float:

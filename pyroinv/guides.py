@@ -28,6 +28,33 @@ from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
 
+class ReparameterizedMVN(dist.MultivariateNormal):
+    """``MultivariateNormal`` that remembers the noise of its last ``rsample``.
+
+    For ``w = mu + L eps`` the log-density is ``log q(w) = -|eps|^2 / 2 - sum_i log L_ii - D log(2 pi) / 2``
+    exactly, so ``log_prob`` of the sample it has just drawn needs no triangular solve (the ``O(K D^2)``
+    solve and its backward, ~10% of a training step at D = 1025). Value and gradient are those of the
+    solve: as a function of the parameters at fixed ``eps``, ``log q(mu + L eps)`` is the expression
+    above (the reparameterised, pathwise gradient). Any other value goes through the usual solve.
+    """
+
+    _last: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        shape = self._extended_shape(sample_shape)
+        eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        value = self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+        self._last = (value, eps)
+        return value
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._last is None or value is not self._last[0]:
+            return super().log_prob(value)
+        eps = self._last[1]
+        half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + eps.pow(2).sum(-1)) - half_log_det
+
+
 class ClassCholeskyGuide(PyroModule):
     """Per-class ``MultivariateNormal(mu_c, scale_tril=L_c)`` over the rows of ``W2``.
 
@@ -55,7 +82,7 @@ class ClassCholeskyGuide(PyroModule):
 
     def distribution(self) -> dist.MultivariateNormal:
         # L is lower triangular with a positive diagonal by construction: skip the O(K D^2) validation
-        return dist.MultivariateNormal(self.loc, scale_tril=self.scale_tril(), validate_args=False)
+        return ReparameterizedMVN(self.loc, scale_tril=self.scale_tril(), validate_args=False)
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
         with pyro.plate("classes", self.num_classes):

@@ -24,13 +24,17 @@ from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int  # noqa: E402
 def measure(args) -> dict:
     import torch
 
-    from pyroinv.benchmark import eval_function, peak_memory_mb, step_function, time_call
+    from pyroinv.benchmark import eval_function, peak_memory_mb, step_function, svi_step_function, time_call
     from pyroinv.runtime import keep_freed_memory
 
     if not args.default_malloc:
         keep_freed_memory()
     torch.set_num_threads(args.threads)
-    if args.kind == "step":
+    if args.kind == "svi":
+        fn = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
+                               device=args.device)
+        seconds = time_call(fn, repeats=args.repeats, device=args.device)
+    elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            batch=args.batch, device=args.device)
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
@@ -143,16 +147,25 @@ def main() -> int:
     print("| network | batch | " + " | ".join(PATHS) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |")
     print("|---|---|" + "---|" * (len(PATHS) + 3))
     profiles: list[str] = []
+    network_seconds: dict[tuple[str, int], float] = {}
     for net in args.networks:
         for batch in args.batches:
             r = {path: run_one(args, base, kind="step", path=path, network=net, batch=batch,
                                **({"profile": True} if args.profile and path == "pyroinv" else {})) for path in PATHS}
             cells = [f"{r[q]['seconds']:.4f} s ({r[q]['peak_mb']:.0f} MiB)" for q in PATHS]
             t = {q: r[q]["seconds"] for q in PATHS}
+            network_seconds[net, batch] = t["pyroinv"]
             print(f"| {net} | {batch} | " + " | ".join(cells) + f" | {t['naive'] / t['pyroinv']:.2f}x | "
                   f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |", flush=True)
             if "profile" in r["pyroinv"]:
                 profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
+    print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory})\n")
+    print("| network | batch | training step | of which the network (pyroinv above) |\n|---|---|---|---|")
+    for net in args.networks:
+        for batch in args.batches:
+            r = run_one(args, base, kind="svi", network=net, batch=batch)
+            print(f"| {net} | {batch} | {r['seconds']:.4f} s ({r['peak_mb']:.0f} MiB) | "
+                  f"{network_seconds[net, batch] / r['seconds']:.0%} |", flush=True)
     print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")
     print("| network | eval batch | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|---|")
     for net in args.networks:

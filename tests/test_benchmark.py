@@ -39,6 +39,7 @@ def test_benchmark_script_quick():
     assert "| relu | 16 |" in out.stdout and "naive / pyroinv" in out.stdout and "images per second" in out.stdout
     assert "| relu | 50 |" in out.stdout  # the evaluation row
     assert "pyroinv, relu, batch 16, 3 steps:" in out.stdout and "_AdjointWarp" in out.stdout
+    assert "whole training step" in out.stdout
 
 
 def test_benchmark_refuses_cuda_without_cuda(monkeypatch):

@@ -136,3 +136,53 @@ def test_more_draws_lower_the_error_of_the_elbo_estimate():
     (sd1, m1), (sd16, m16) = spread(1), spread(16)
     assert sd16 < sd1 / 2  # about 1/4 in theory
     assert abs(m16 - m1) < 3 * sd1 / math.sqrt(20)  # same expectation
+
+
+def test_guide_log_prob_of_its_own_sample_equals_the_triangular_solve():
+    """The guide's log q(w) of the sample it drew skips the solve: same value and gradients as torch's
+    MultivariateNormal, and any other value still goes through the solve."""
+    from pyroinv.guides import ReparameterizedMVN
+
+    torch.manual_seed(0)
+    K, D = 3, 6
+    loc = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
+    raw = torch.randn(K, D, D, dtype=torch.float64, requires_grad=True)
+    L = torch.tril(raw, -1) + torch.diag_embed(torch.nn.functional.softplus(raw.diagonal(dim1=-2, dim2=-1)))
+    fast = ReparameterizedMVN(loc, scale_tril=L)
+    torch.manual_seed(1)
+    w = fast.rsample()
+    torch.manual_seed(1)
+    w_plain = torch.distributions.MultivariateNormal(loc, scale_tril=L).rsample()
+    torch.testing.assert_close(w, w_plain)  # the same draw from the same random numbers
+    lp_fast = fast.log_prob(w)
+    lp_solve = torch.distributions.MultivariateNormal(loc, scale_tril=L).log_prob(w)
+    torch.testing.assert_close(lp_fast, lp_solve)
+    # at fixed noise log q(loc + L eps) does not depend on loc: the fast graph has no path to it at all
+    g_fast = torch.autograd.grad(lp_fast.sum(), [loc, raw], retain_graph=True, materialize_grads=True)
+    g_solve = torch.autograd.grad(lp_solve.sum(), [loc, raw])
+    assert g_solve[1].abs().sum() > 0
+    for a, b in zip(g_fast, g_solve):
+        torch.testing.assert_close(a, b)
+    other = w.detach() + 0.5
+    torch.testing.assert_close(fast.log_prob(other),
+                               torch.distributions.MultivariateNormal(loc, scale_tril=L).log_prob(other))
+
+
+def test_trace_elbo_and_its_gradients_unchanged_by_the_fast_guide_log_prob(monkeypatch):
+    import pyroinv.guides as guides
+
+    def loss_and_grads():
+        model, guide, x, y = tiny(hidden=6)
+        perturb(guide)
+        pyro.set_rng_seed(3)
+        loss = Trace_ELBO()(model, guide)(x, y, num_data=24)
+        params = list(guide.parameters()) + list(model.parameters())
+        return loss.detach(), torch.autograd.grad(loss, params, allow_unused=True)
+
+    fast_loss, fast_grads = loss_and_grads()
+    monkeypatch.setattr(guides, "ReparameterizedMVN", pyro.distributions.MultivariateNormal)
+    plain_loss, plain_grads = loss_and_grads()
+    torch.testing.assert_close(fast_loss, plain_loss, rtol=1e-5, atol=1e-5)
+    for a, b in zip(fast_grads, plain_grads):
+        if b is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
