@@ -78,7 +78,9 @@ class ClassCholeskyGuide(PyroModule):
 
     def scale_tril(self) -> torch.Tensor:
         """``L_c``, shape ``(K, D, D)``."""
-        return torch.diag_embed(self.diag) + self.offdiag * self._lower
+        L = self.offdiag * self._lower  # a fresh tensor with a zero diagonal
+        L.diagonal(dim1=-2, dim2=-1).copy_(self.diag)  # in place: no zero-filled diag_embed and no extra sum
+        return L
 
     def distribution(self) -> dist.MultivariateNormal:
         # L is lower triangular with a positive diagonal by construction: skip the O(K D^2) validation
