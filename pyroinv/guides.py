@@ -33,7 +33,7 @@ class ReparameterizedMVN(dist.MultivariateNormal):
 
     For ``w = mu + L eps`` the log-density is ``log q(w) = -|eps|^2 / 2 - sum_i log L_ii - D log(2 pi) / 2``
     exactly, so ``log_prob`` of the sample it has just drawn needs no triangular solve (the ``O(K D^2)``
-    solve and its backward, ~10% of a training step at D = 1025). Value and gradient are those of the
+    solve and its backward, a sizeable part of a training step at D = 1025). Value and gradient are those of the
     solve: as a function of the parameters at fixed ``eps``, ``log q(mu + L eps)`` is the expression
     above (the reparameterised, pathwise gradient). Any other value goes through the usual solve.
     """
