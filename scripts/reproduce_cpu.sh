@@ -15,5 +15,7 @@ $R table2
 $R tableC2
 $R table1
 $R combinations
-exec .venv/bin/python scripts/reproduce.py headline figure6 tableC2 table2 augerino table1 combinations \
-  --protocol cpu --report-only
+$R tableC1
+$R tableC3
+exec .venv/bin/python scripts/reproduce.py headline figure6 tableC2 table2 augerino table1 combinations tableC1 \
+  tableC3 --protocol cpu --report-only
