@@ -158,7 +158,7 @@ def tables() -> dict[str, Table]:
         Table("figure6", "Figure 6 (§4.1): VI against maximum likelihood, ReLU, fully rotated MNIST", (rot,),
               {"VI": {rot: network("relu", rot, init=5)}, "ML": {rot: network("relu", rot, "rotation", "ml", init=5)},
                "MLP (VI)": {rot: network("relu", rot, "none")}}),
-        Table("headline", "Headline rows (run at three seeds): learned rotation, maximum likelihood and the MLP",
+        Table("headline", "Headline rows: learned rotation, maximum likelihood and the MLP",
               paper.ROT, {"learned (5° init)": {d: network("relu", d, init=5) for d in paper.ROT},
                           "ML (5° init)": {rot: network("relu", rot, "rotation", "ml", init=5)},
                           "MLP (VI)": {rot: network("relu", rot, "none")}}, paper.TABLE_C2),
