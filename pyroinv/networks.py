@@ -119,6 +119,11 @@ class InvariantFeatures(PyroModule):
         """H + 1 (the constant feature that carries the output bias)."""
         return self.hidden + 1
 
+    @property
+    def rff_scale(self) -> float:
+        """``sqrt(2 / H)``, the factor of the random Fourier features."""
+        return math.sqrt(2.0 / self.hidden)
+
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The S warped copies of ``W1``: ``(S, H, D)`` weights and ``(S, H)`` biases.
 
@@ -150,12 +155,11 @@ class InvariantFeatures(PyroModule):
         straight into its slice of the ``(S, B, H + 1)`` output and activated in place there."""
         S, H = W.shape[0], W.shape[1]
         out = x.new_empty(S, x.shape[0], H + 1)
-        scale = math.sqrt(2.0 / self.hidden)
         for s in range(S):
             pre = out[s, :, :H]
             torch.addmm(b[s], x, W[s].T, out=pre)
             if self.network == "rff":
-                pre.cos_().mul_(scale)
+                pre.cos_().mul_(self.rff_scale)
             else:
                 pre.clamp_min_(0)
         out[..., H] = 1
@@ -177,7 +181,7 @@ class InvariantFeatures(PyroModule):
     def activation(self, pre: torch.Tensor) -> torch.Tensor:
         """``phi``, with the constant feature appended: ``(..., H + 1)``, written in one pass."""
         if self.network == "rff":
-            return _CosineWithOne.apply(pre, math.sqrt(2.0 / self.hidden))
+            return _CosineWithOne.apply(pre, self.rff_scale)
         return _ReluWithOne.apply(pre)
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:

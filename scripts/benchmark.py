@@ -124,10 +124,13 @@ def main() -> int:
         args.n_test, args.repeats = 200, 2
     import torch
 
-    if args.device == "auto":
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.device == "cuda" and not torch.cuda.is_available():
-        sys.stderr.write("error: --device cuda was asked for but CUDA is not available here; use --device cpu\n")
+    from pyroinv.build import resolve_device
+    from pyroinv.errors import ConfigError
+
+    try:
+        args.device = resolve_device(args.device).type
+    except ConfigError as err:
+        sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
     if args.single:
         print(json.dumps(measure(args)))
