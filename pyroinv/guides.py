@@ -28,6 +28,25 @@ from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
 
+class _ScaleTril(torch.autograd.Function):
+    """``L = V * lower`` with ``diag(d)`` written onto its (zero) diagonal, and the gradients
+    ``dV = dL * lower``, ``dd = diag(dL)``: one pass each way. (Autograd's own graph of the in-place
+    diagonal write clones the whole ``(K, D, D)`` gradient of ``L`` first.)"""
+
+    @staticmethod
+    def forward(ctx, offdiag: torch.Tensor, diag: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
+        L = offdiag * lower  # a fresh tensor; ``lower`` is zero on and above the diagonal
+        L.diagonal(dim1=-2, dim2=-1).copy_(diag)
+        ctx.save_for_backward(lower)
+        return L
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        (lower,) = ctx.saved_tensors
+        return grad * lower, grad.diagonal(dim1=-2, dim2=-1).clone(), None
+
+
 class ReparameterizedMVN(dist.MultivariateNormal):
     """``MultivariateNormal`` that remembers the noise of its last ``rsample``.
 
@@ -36,9 +55,24 @@ class ReparameterizedMVN(dist.MultivariateNormal):
     solve and its backward, a sizeable part of a training step at D = 1025). Value and gradient are those of the
     solve: as a function of the parameters at fixed ``eps``, ``log q(mu + L eps)`` is the expression
     above (the reparameterised, pathwise gradient). Any other value goes through the usual solve.
+
+    ``scale_diag``, the diagonal of ``scale_tril`` held as its own tensor, lets ``sum_i log L_ii`` take its
+    gradient there directly instead of through a zero-filled ``(K, D, D)`` gradient of ``L``.
     """
 
     _last: tuple[torch.Tensor, torch.Tensor] | None = None
+    _scale_diag: torch.Tensor | None = None
+
+    def __init__(self, loc: torch.Tensor, scale_tril: torch.Tensor, scale_diag: torch.Tensor | None = None,
+                 validate_args: bool | None = None) -> None:
+        super().__init__(loc, scale_tril=scale_tril, validate_args=validate_args)
+        self._scale_diag = scale_diag
+
+    def expand(self, batch_shape: torch.Size, _instance: ReparameterizedMVN | None = None) -> ReparameterizedMVN:
+        new = super().expand(batch_shape, _instance=self.__new__(type(self)) if _instance is None else _instance)
+        if self._scale_diag is not None:
+            new._scale_diag = self._scale_diag.expand(torch.Size(batch_shape) + self.event_shape)
+        return new
 
     def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         shape = self._extended_shape(sample_shape)
@@ -51,7 +85,8 @@ class ReparameterizedMVN(dist.MultivariateNormal):
         if self._last is None or value is not self._last[0]:
             return super().log_prob(value)
         eps = self._last[1]
-        half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+        diag = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1) if self._scale_diag is None else self._scale_diag
+        half_log_det = diag.log().sum(-1)
         return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + eps.pow(2).sum(-1)) - half_log_det
 
 
@@ -76,15 +111,14 @@ class ClassCholeskyGuide(PyroModule):
         self.register_buffer("_lower", torch.tril(torch.ones(dim, dim), diagonal=-1) * self.offdiag_scale,
                              persistent=False)
 
-    def scale_tril(self) -> torch.Tensor:
-        """``L_c``, shape ``(K, D, D)``."""
-        L = self.offdiag * self._lower  # a fresh tensor with a zero diagonal
-        L.diagonal(dim1=-2, dim2=-1).copy_(self.diag)  # in place: no zero-filled diag_embed and no extra sum
-        return L
+    def scale_tril(self, diag: torch.Tensor | None = None) -> torch.Tensor:
+        """``L_c``, shape ``(K, D, D)`` (``diag``: the constrained diagonal, if already computed)."""
+        return _ScaleTril.apply(self.offdiag, self.diag if diag is None else diag, self._lower)
 
     def distribution(self) -> dist.MultivariateNormal:
         # L is lower triangular with a positive diagonal by construction: skip the O(K D^2) validation
-        return ReparameterizedMVN(self.loc, scale_tril=self.scale_tril(), validate_args=False)
+        diag = self.diag
+        return ReparameterizedMVN(self.loc, scale_tril=self.scale_tril(diag), scale_diag=diag, validate_args=False)
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
         with pyro.plate("classes", self.num_classes):

@@ -168,6 +168,32 @@ def test_guide_log_prob_of_its_own_sample_equals_the_triangular_solve():
                                torch.distributions.MultivariateNormal(loc, scale_tril=L).log_prob(other))
 
 
+def test_guide_log_prob_with_a_separate_diagonal_has_the_same_value_and_gradients():
+    """``scale_diag`` (the diagonal of L as its own tensor) changes where the log-determinant's gradient
+    flows, not its value; ``expand`` (as a plate does) keeps it."""
+    from pyroinv.guides import ReparameterizedMVN
+
+    torch.manual_seed(0)
+    K, D = 3, 6
+    loc = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
+    rho = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
+    V = torch.randn(K, D, D, dtype=torch.float64, requires_grad=True)
+
+    def log_q(separate: bool):
+        diag = torch.nn.functional.softplus(rho)
+        L = torch.tril(V, -1) + torch.diag_embed(diag)
+        q = ReparameterizedMVN(loc, scale_tril=L, scale_diag=diag if separate else None).expand((K,))
+        assert (q._scale_diag is not None) == separate
+        torch.manual_seed(1)
+        lp = q.log_prob(q.rsample())
+        return lp, torch.autograd.grad(lp.sum(), [loc, rho, V], materialize_grads=True)
+
+    (lp_a, g_a), (lp_b, g_b) = log_q(True), log_q(False)
+    torch.testing.assert_close(lp_a, lp_b)
+    for a, b in zip(g_a, g_b):
+        torch.testing.assert_close(a, b)
+
+
 def test_trace_elbo_and_its_gradients_unchanged_by_the_fast_guide_log_prob(monkeypatch):
     import pyroinv.guides as guides
 
@@ -180,7 +206,10 @@ def test_trace_elbo_and_its_gradients_unchanged_by_the_fast_guide_log_prob(monke
         return loss.detach(), torch.autograd.grad(loss, params, allow_unused=True)
 
     fast_loss, fast_grads = loss_and_grads()
-    monkeypatch.setattr(guides, "ReparameterizedMVN", pyro.distributions.MultivariateNormal)
+    def plain_mvn(loc, scale_tril, scale_diag=None, validate_args=None):
+        return pyro.distributions.MultivariateNormal(loc, scale_tril=scale_tril, validate_args=validate_args)
+
+    monkeypatch.setattr(guides, "ReparameterizedMVN", plain_mvn)
     plain_loss, plain_grads = loss_and_grads()
     torch.testing.assert_close(fast_loss, plain_loss, rtol=1e-5, atol=1e-5)
     for a, b in zip(fast_grads, plain_grads):
