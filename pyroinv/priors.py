@@ -12,12 +12,19 @@ full-covariance Gaussian ``q = N(mu, L L^T)`` is registered with
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import pyro.distributions as dist
 import torch
 from torch.distributions import MultivariateNormal as TorchMVN
 from torch.distributions.kl import register_kl
+
+
+@functools.lru_cache(maxsize=8)
+def _scaled_eye(dim: int, scale: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``scale * I`` (read-only, shared): the prior is built twice per training step."""
+    return torch.eye(dim, dtype=dtype, device=device) * scale
 
 
 class IsotropicNormal(dist.MultivariateNormal):
@@ -28,7 +35,7 @@ class IsotropicNormal(dist.MultivariateNormal):
             raise ValueError(f"prior variance alpha must be positive, got {alpha}")
         self.alpha = float(alpha)
         D = loc.shape[-1]
-        eye = torch.eye(D, dtype=loc.dtype, device=loc.device) * math.sqrt(self.alpha)
+        eye = _scaled_eye(D, math.sqrt(self.alpha), loc.dtype, loc.device)
         super().__init__(loc, scale_tril=eye.expand(loc.shape + (D,)), validate_args=False)
 
     def expand(self, batch_shape, _instance=None):  # keep the subclass (and its O(D) log_prob)
