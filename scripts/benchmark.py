@@ -4,6 +4,7 @@
     python scripts/benchmark.py                 # paper settings: MNIST 28x28, H=1024, S=32, batch 128 and 1024
     python scripts/benchmark.py --device cuda   # the same on the GPU
     python scripts/benchmark.py --quick         # small settings, seconds (used by the tests)
+    python scripts/benchmark.py --compile       # and the pyroinv step under torch.compile
 
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
 on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.runtime.keep_freed_memory() (as the training scripts do) unless
@@ -37,9 +38,12 @@ def measure(args) -> dict:
     elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            batch=args.batch, device=args.device)
+        first = time_call(fn, repeats=1, warmup=0, device=args.device)  # with torch.compile: the compilation
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
+        result = {"seconds": seconds, "peak_mb": peak_memory_mb(args.device), "first_call_seconds": first}
         if args.profile:
-            return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device), "profile": profile_table(fn, args.device)}
+            result["profile"] = profile_table(fn, args.device)
+        return result
     else:
         fn = eval_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            n_test=args.n_test, batch=args.batch, device=args.device)
@@ -112,6 +116,8 @@ def main() -> int:
                    help="leave the C allocator's settings alone (see pyroinv.runtime)")
     p.add_argument("--profile", action="store_true",
                    help="also print torch.profiler's operator table of every pyroinv training step measured")
+    p.add_argument("--compile", action="store_true",
+                   help="also time the pyroinv training step with its loss wrapped in torch.compile")
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="step", help=argparse.SUPPRESS)
@@ -135,7 +141,9 @@ def main() -> int:
     if args.single:
         print(json.dumps(measure(args)))
         return 0
-    from pyroinv.benchmark import PATHS
+    from pyroinv.benchmark import COMPILED, PATHS
+
+    paths = PATHS + ((COMPILED,) if args.compile else ())
 
     base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
             f"--repeats={args.repeats}", f"--threads={args.threads}", f"--device={args.device}"]
@@ -147,19 +155,26 @@ def main() -> int:
           f"28x28 inputs; median of {args.repeats}; "
           f"{'default malloc' if args.default_malloc else 'freed memory kept (pyroinv.runtime)'}")
     print(f"\ntraining step (forward + backward of the network's log-likelihood; seconds, {memory})\n")
-    print("| network | batch | " + " | ".join(PATHS) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |")
-    print("|---|---|" + "---|" * (len(PATHS) + 3))
+    compiled_ratio = " pyroinv / compiled |" if args.compile else ""
+    print("| network | batch | " + " | ".join(paths) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |"
+          + compiled_ratio)
+    print("|---|---|" + "---|" * (len(paths) + 3 + bool(args.compile)))
     profiles: list[str] = []
     network_seconds: dict[tuple[str, int], float] = {}
     for net in args.networks:
         for batch in args.batches:
             r = {path: run_one(args, base, kind="step", path=path, network=net, batch=batch,
-                               **({"profile": True} if args.profile and path == "pyroinv" else {})) for path in PATHS}
+                               **({"profile": True} if args.profile and path == "pyroinv" else {})) for path in paths}
             cells = [f"{r[q]['seconds']:.4f} s ({r[q]['peak_mb']:.0f} MiB)" for q in PATHS]
-            t = {q: r[q]["seconds"] for q in PATHS}
+            t = {q: r[q]["seconds"] for q in paths}
+            extra = ""
+            if args.compile:
+                cells.append(f"{t[COMPILED]:.4f} s ({r[COMPILED]['peak_mb']:.0f} MiB; first call "
+                             f"{r[COMPILED]['first_call_seconds']:.1f} s)")
+                extra = f" {t['pyroinv'] / t[COMPILED]:.2f}x |"
             network_seconds[net, batch] = t["pyroinv"]
             print(f"| {net} | {batch} | " + " | ".join(cells) + f" | {t['naive'] / t['pyroinv']:.2f}x | "
-                  f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |", flush=True)
+                  f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |" + extra, flush=True)
             if "profile" in r["pyroinv"]:
                 profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
     print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory})\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyroinv.benchmark import PATHS, eval_function, step_function
+from pyroinv.benchmark import COMPILED, PATHS, eval_function, step_function
 from tests.conftest import DEVICES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,6 +17,12 @@ def test_naive_and_pyroinv_paths_give_the_same_loss(device):
     torch.manual_seed(0)
     losses = {p: step_function(p, hidden=32, samples=4, batch=8, device=device)() for p in ("naive", "pyroinv")}
     assert losses["naive"] == pytest.approx(losses["pyroinv"], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_compiled_step_gives_the_same_loss_as_pyroinv():
+    losses = {p: step_function(p, hidden=16, samples=3, batch=4)() for p in ("pyroinv", COMPILED)}
+    assert losses[COMPILED] == pytest.approx(losses["pyroinv"], rel=1e-5)
 
 
 @pytest.mark.parametrize("device", DEVICES)
