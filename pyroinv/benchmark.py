@@ -115,15 +115,16 @@ def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, devi
     return statistics.median(times)
 
 
-@torch.no_grad()
 def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32, n_test: int = 10000,
                   batch: int = 500, device: str = "cpu") -> Callable[[], None]:
-    """A closure predicting ``n_test`` images with S deterministic transforms (naive: warp per batch)."""
+    """A closure predicting ``n_test`` images with S deterministic transforms (naive: warp per batch),
+    without autograd, as :mod:`pyroinv.evaluate` does."""
     feats, inv, _, _, W2, _ = _setup(network, hidden, samples, 1, device)
     x = torch.rand(n_test, 1, 28, 28, device=device)
     T = inv.sample_transforms(samples, "deterministic")
     W2 = W2.detach()
 
+    @torch.no_grad()
     def run() -> None:
         bank = feats.weight_bank(T) if path == "pyroinv" else None
         for i in range(0, n_test, batch):

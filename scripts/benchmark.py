@@ -25,7 +25,7 @@ from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int  # noqa: E402
 def measure(args) -> dict:
     import torch
 
-    from pyroinv.benchmark import eval_function, peak_memory_mb, step_function, svi_step_function, time_call
+    from pyroinv.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
     from pyroinv.runtime import keep_freed_memory
 
     if not args.default_malloc:
@@ -38,9 +38,10 @@ def measure(args) -> dict:
     elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            batch=args.batch, device=args.device)
-        first = time_call(fn, repeats=1, warmup=0, device=args.device)  # with torch.compile: the compilation
-        seconds = time_call(fn, repeats=args.repeats, device=args.device)
-        result = {"seconds": seconds, "peak_mb": peak_memory_mb(args.device), "first_call_seconds": first}
+        result = {}
+        if args.path == COMPILED:  # its first call compiles
+            result["first_call_seconds"] = time_call(fn, repeats=1, warmup=0, device=args.device)
+        result.update(seconds=time_call(fn, repeats=args.repeats, device=args.device), peak_mb=peak_memory_mb(args.device))
         if args.profile:
             result["profile"] = profile_table(fn, args.device)
         return result

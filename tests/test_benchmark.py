@@ -34,8 +34,16 @@ def test_every_path_runs_forward_and_backward(path, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("path", ["naive", "pyroinv"])
-def test_evaluation_closures_run(path, device):
+def test_evaluation_closures_run_without_autograd(path, device, monkeypatch):
+    """Timed as pyroinv.evaluate runs: no autograd, so the inference path of the features."""
+    import pyroinv.networks as networks
+
+    inference = networks.InvariantFeatures._features_inference
+    calls = []
+    monkeypatch.setattr(networks.InvariantFeatures, "_features_inference",
+                        lambda self, *a: calls.append(torch.is_grad_enabled()) or inference(self, *a))
     eval_function(path, hidden=16, samples=3, n_test=30, batch=8, device=device)()
+    assert calls and not any(calls)
 
 
 def test_benchmark_script_quick():
