@@ -49,7 +49,7 @@ def inference_data(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: tor
     g = torch.Generator(device="cpu").manual_seed(seed)
     for i in range(0, x_test.shape[0], batch_size):
         feats = model.features.apply_bank(x_test[i:i + batch_size], bank)            # (S, B, D)
-        per_draw = torch.stack([mc_log_predictive(feats, W2[l]) for l in range(L)])  # (L, B, K)
+        per_draw = torch.stack([mc_log_predictive(feats, W2[l], model.average) for l in range(L)])  # (L, B, K)
         predictive.append((torch.logsumexp(per_draw, 0) - math.log(L)).cpu())
         yb = y_test[i:i + batch_size]
         loglik.append(per_draw.gather(2, yb.view(1, -1, 1).expand(L, -1, 1))[..., 0].cpu())

@@ -29,12 +29,17 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
     features = InvariantFeatures(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
                                  blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
                                  rff_lengthscale=cfg.rff_lengthscale,
-                                 augment="inputs" if cfg.inference == "augerino" else "weights")
+                                 augment="inputs" if cfg.inference == "augerino" else "weights",
+                                 init_scale=cfg.w1_init_scale)
     prior = "flat" if cfg.inference in ("ml", "augerino") else "normal"
+    # a point estimate of W2 has nothing to draw per example: the estimator applies to VI only
+    estimator = cfg.estimator if cfg.inference == "vi" else "shared"
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=prior, num_samples=cfg.samples,
-                         sampling=cfg.sampling, width_weight=cfg.width_weight if cfg.inference == "augerino" else 0.0)
+                         sampling=cfg.sampling, width_weight=cfg.width_weight if cfg.inference == "augerino" else 0.0,
+                         average=cfg.average, estimator=estimator)
     if cfg.inference == "vi":
-        guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features, init_scale=cfg.guide_init_scale)
+        guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features, init_scale=cfg.guide_init_scale,
+                                               estimator=estimator)
     else:
         guide = PointGuide(num_classes, features.num_features)
     return model, guide

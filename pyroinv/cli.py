@@ -14,6 +14,8 @@ from typing import Callable, Sequence
 
 from . import lie
 from .config import DEVICES, ELBOS, INFERENCES, SAMPLINGS, Config
+from .estimators import ESTIMATORS
+from .model import AVERAGES
 from .errors import ConfigError, PyroinvError
 from .networks import NETWORKS
 from .runtime import keep_freed_memory
@@ -66,11 +68,18 @@ def train_parser() -> argparse.ArgumentParser:
                         "augerino: transforms on the inputs, point W2, cross-entropy minus --width-weight * ||eta|| "
                         "(Benton et al. 2020)")
     p.add_argument("--elbo", choices=ELBOS, default=d.elbo, help="Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)")
+    p.add_argument("--estimator", choices=ESTIMATORS, default=d.estimator,
+                   help="vi only: estimate the expected log-likelihood with a W2 draw per example (local) or one per "
+                        "batch (shared, the paper's L = 1); both are unbiased for the same ELBO, local has far less "
+                        "gradient noise")
+    p.add_argument("--average", choices=AVERAGES, default=d.average,
+                   help="average the S transforms' probabilities (probs, eq. f-estimate) or their logits inside the "
+                        "softmax (logits, Appendix A)")
     p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H")
     p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
     p.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling, help="eps ~ U[-1,1]^k or a linspace grid")
     p.add_argument("--init-eta", type=any_float, nargs="+", default=[d.init_eta],
-                   help="initial eta: degrees (rotation), pixels (translation), log-scale (scale, shear); one value "
+                   help="initial eta (default: near none, ±0.5 px, ±5°, ×exp(±0.05), shear 0.05): degrees (rotation), pixels (translation), log-scale (scale, shear); one value "
                         "for every generator, or one per generator in the order x px, y px, degrees, log-scale x, "
                         "log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)")
     p.add_argument("--fixed-eta", type=any_float, default=None, help="hold eta fixed at this value (same units); not learned")
@@ -79,9 +88,14 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=pos_int, default=d.epochs, help="passes over the training set")
     p.add_argument("--batch-size", type=pos_int, default=d.batch_size, help="minibatch size M")
     p.add_argument("--lr", type=pos_float, default=d.lr, help="Adam learning rate, cosine-annealed to 0")
+    p.add_argument("--mean-lr", type=pos_float, default=d.mean_lr,
+                   help="Adam learning rate of the output layer's mean (mu of q, or the point W2), cosine-annealed "
+                        "with the rest; the paper uses --lr for every parameter (pass the same value for that)")
     p.add_argument("--alpha", type=pos_float, default=d.alpha, help="prior variance of W2")
     p.add_argument("--guide-init-scale", type=pos_float, default=d.guide_init_scale,
                    help="initial diagonal of the Cholesky factors of q (paper: 1)")
+    p.add_argument("--w1-init-scale", type=pos_float, default=d.w1_init_scale,
+                   help="ReLU only: factor on the Xavier-uniform initial W1 (paper: Xavier, 1)")
     p.add_argument("--blur-sigma", type=any_float, default=d.blur_sigma, help="Gaussian blur of weight images (pixels)")
     p.add_argument("--rff-sigma", type=pos_float, default=d.rff_sigma, help="RFF frequency scale (lengthscale 1/sigma)")
     p.add_argument("--rff-lengthscale", type=pos_float, default=None, help="RFF lengthscale (overrides --rff-sigma)")

@@ -7,6 +7,8 @@ from typing import Any
 
 from . import lie
 from .errors import ConfigError
+from .estimators import ESTIMATORS
+from .model import AVERAGES
 from .networks import NETWORKS
 
 INFERENCES = ("vi", "map", "ml", "augerino")
@@ -35,10 +37,12 @@ class Config:
     network: str = "relu"
     inference: str = "vi"
     elbo: str = "trace"
+    estimator: str = "local"
+    average: str = "probs"
     hidden: int = 1024
     samples: int = 32
     sampling: str = "stochastic"
-    init_eta: float | list[float] = 0.0
+    init_eta: float | list[float] | None = None
     fixed_eta: float | None = None
     eta_constraint: str = "none"
     epochs: int = 10
@@ -46,6 +50,8 @@ class Config:
     lr: float = 1e-3
     alpha: float = 1.0
     guide_init_scale: float = 1.0
+    w1_init_scale: float = 1.0
+    mean_lr: float | None = 0.05
     blur_sigma: float = 0.1
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
@@ -59,7 +65,8 @@ class Config:
     def validate(self) -> "Config":
         """Raise :class:`ConfigError` (one line) for any value out of range."""
         choices = {"invariance": tuple(lie.PRESETS), "network": NETWORKS, "inference": INFERENCES,
-                   "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES}
+                   "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES,
+                   "estimator": ESTIMATORS, "average": AVERAGES}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
@@ -72,7 +79,7 @@ class Config:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("lr", "alpha", "guide_init_scale"):
+        for name in ("lr", "alpha", "guide_init_scale", "w1_init_scale"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"--{name} must be a positive finite number, got {value!r}")
@@ -80,6 +87,9 @@ class Config:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a non-negative number, got {value!r}")
+        if self.mean_lr is not None and (not isinstance(self.mean_lr, (int, float)) or isinstance(self.mean_lr, bool)
+                                         or not math.isfinite(self.mean_lr) or self.mean_lr <= 0):
+            raise ConfigError(f"--mean-lr must be a positive finite number, got {self.mean_lr!r}")
         if not math.isfinite(self.width_weight) or self.width_weight < 0:
             raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
         for name in ("init_eta", "fixed_eta"):
@@ -97,6 +107,8 @@ class Config:
     def eta_human(self) -> list[float]:
         """The initial (or fixed) eta of each active generator, in human units."""
         value = self.fixed_eta if self.fixed_eta is not None else self.init_eta
+        if value is None:  # near, not at, no invariance
+            return [lie.SMALL_START[k] for k in lie.PRESETS[self.invariance]]
         if isinstance(value, (list, tuple)):
             return [float(v) for v in value]
         return [float(value)] * len(lie.PRESETS[self.invariance])

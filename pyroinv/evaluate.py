@@ -29,7 +29,7 @@ def predictive_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor,
     """``log p(y | x)`` for every class, ``(N, K)``, under draws ``W2`` ``(L, K, D)``."""
     T = model.sample_transforms() if T is None else T
     bank = model.features.weight_bank(T)
-    out = [mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2)
+    out = [mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
            for i in range(0, x.shape[0], batch_size)]
     return torch.cat(out)
 
@@ -62,7 +62,7 @@ def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Ten
         bank = model.features.weight_bank(model.sample_transforms() if T is None else T)
         for i in range(0, n, batch_size):
             W2 = posterior_draws(guide, 1)[0]
-            logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2)
+            logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
             loglik += logp.gather(1, y[i:i + batch_size].unsqueeze(1)).sum().item() / draws
     prior = model.prior(device=x.device)
     if isinstance(guide, ClassCholeskyGuide):

@@ -27,6 +27,8 @@ import torch
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
+from .estimators import num_draws, w2_plates
+
 
 class _ScaleTril(torch.autograd.Function):
     """``L = V * lower`` with ``diag(d)`` written onto its (zero) diagonal, and the gradients
@@ -45,6 +47,18 @@ class _ScaleTril(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         (lower,) = ctx.saved_tensors
         return grad * lower, grad.diagonal(dim1=-2, dim2=-1).clone(), None
+
+
+def _scale(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+    """``L eps`` for ``L`` ``(K, D, D)`` and ``eps`` ``(..., K, D)``.
+
+    Many draws per class (the ``local`` estimator's one per example) are one ``(D, D) @ (D, n)`` product per
+    class rather than ``n`` matrix-vector products that each read the whole of ``L``."""
+    if L.dim() == 3 and eps.dim() > 2 and eps.shape[-2:] == L.shape[:2]:
+        K, D = L.shape[0], L.shape[1]
+        flat = eps.reshape(-1, K, D).permute(1, 2, 0)               # (K, D, n)
+        return torch.matmul(L, flat).permute(2, 0, 1).reshape(eps.shape)
+    return (L @ eps.unsqueeze(-1)).squeeze(-1)
 
 
 class ReparameterizedMVN(dist.MultivariateNormal):
@@ -77,7 +91,7 @@ class ReparameterizedMVN(dist.MultivariateNormal):
     def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         shape = self._extended_shape(sample_shape)
         eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
-        value = self.loc + (self._unbroadcasted_scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+        value = self.loc + _scale(self._unbroadcasted_scale_tril, eps)
         self._last = (value, eps)
         return value
 
@@ -98,10 +112,15 @@ class ClassCholeskyGuide(PyroModule):
         dim: D, the number of features (hidden units + 1 for the bias).
         init_scale: initial diagonal of ``L`` (paper: 1, i.e. ``L = I``).
         offdiag_scale: factor on the strictly lower part (default ``1 / sqrt(D)``).
+        estimator: ``"local"`` draws one ``W2`` per example of the batch, ``"shared"`` one per batch;
+            the model must use the same (:mod:`pyroinv.estimators`).
     """
 
-    def __init__(self, num_classes: int, dim: int, init_scale: float = 1.0, offdiag_scale: float | None = None) -> None:
+    def __init__(self, num_classes: int, dim: int, init_scale: float = 1.0, offdiag_scale: float | None = None,
+                 estimator: str = "shared") -> None:
         super().__init__()
+        num_draws(estimator, 1)  # validates the name
+        self.estimator = estimator
         self.num_classes, self.dim = num_classes, dim
         self.offdiag_scale = offdiag_scale if offdiag_scale is not None else 1.0 / math.sqrt(dim)
         self.loc = PyroParam(torch.zeros(num_classes, dim))
@@ -120,9 +139,21 @@ class ClassCholeskyGuide(PyroModule):
         diag = self.diag
         return ReparameterizedMVN(self.loc, scale_tril=self.scale_tril(diag), scale_diag=diag, validate_args=False)
 
-    def forward(self, *args, **kwargs) -> torch.Tensor:
-        with pyro.plate("classes", self.num_classes):
+    def forward(self, x: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
+        draws = 1 if x is None else num_draws(self.estimator, x.shape[0])
+        with w2_plates(self.num_classes, draws):
             return pyro.sample("W2", self.distribution())
+
+    def mean_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters of ``mu`` (Adam steps them at their own rate, ``Config.mean_lr``)."""
+        self.loc  # noqa: B018  (materialise the module-local parameter)
+        return [self.loc_unconstrained]
+
+    @torch.no_grad()
+    def diagnostics(self) -> dict[str, float]:
+        """Where q stands against the prior: ``q_scale``, the mean diagonal of the ``L_c`` (1 at the
+        paper's initial ``L = I``; far below 1 when q has collapsed), and ``mu_norm``, ``||mu||_F``."""
+        return {"q_scale": float(self.diag.mean()), "mu_norm": float(self.loc.norm())}
 
 
 class PointGuide(PyroModule):
@@ -134,5 +165,15 @@ class PointGuide(PyroModule):
         self.W2_hat = PyroParam(torch.zeros(num_classes, dim))
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
-        with pyro.plate("classes", self.num_classes):
+        with w2_plates(self.num_classes):
             return pyro.sample("W2", dist.Delta(self.W2_hat, event_dim=1))
+
+    def mean_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters of ``W2_hat`` (Adam steps them at their own rate, ``Config.mean_lr``)."""
+        self.W2_hat  # noqa: B018  (materialise the module-local parameter)
+        return [self.W2_hat_unconstrained]
+
+    @torch.no_grad()
+    def diagnostics(self) -> dict[str, float]:
+        """``mu_norm``: ``||W2_hat||_F`` (no scale: a point estimate)."""
+        return {"mu_norm": float(self.W2_hat.norm())}

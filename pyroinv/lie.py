@@ -23,6 +23,12 @@ from .errors import ConfigError
 
 GENERATOR_NAMES: tuple[str, ...] = ("translate_x", "translate_y", "rotate", "scale_x", "scale_y", "shear")
 
+#: Where a learned invariance starts by default, in human units (degrees, pixels, log-scale), one value per
+#: generator of :data:`GENERATOR_NAMES`: near, not at, no invariance. At eta = 0 every transform is the
+#: identity and the objective's gradient with respect to eta is zero in expectation, so a generator started
+#: there can stay there; rotation starts at ±5° as in the paper's Table 1.
+SMALL_START: tuple[float, ...] = (0.5, 0.5, 5.0, 0.05, 0.05, 0.05)
+
 #: The invariance presets: which generators are active (indices into GENERATOR_NAMES).
 PRESETS: dict[str, tuple[int, ...]] = {
     "none": (),

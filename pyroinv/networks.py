@@ -82,11 +82,12 @@ class InvariantFeatures(PyroModule):
         blur_sigma: Gaussian blur (pixels) of the weight images before warping (paper: 0.1).
         rff_sigma: RFF frequency scale (paper: 0.3); ignored if ``rff_lengthscale`` is given.
         rff_lengthscale: RFF lengthscale ``1 / sigma``.
+        init_scale: factor on the Xavier-uniform initial ``W1`` of the ReLU network (paper: Xavier, i.e. 1).
     """
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,
                  network: str = "relu", blur_sigma: float = 0.1, rff_sigma: float = 0.3,
-                 rff_lengthscale: float | None = None, augment: str = "weights") -> None:
+                 rff_lengthscale: float | None = None, augment: str = "weights", init_scale: float = 1.0) -> None:
         super().__init__()
         if augment not in AUGMENTS:
             raise ConfigError(f"unknown augment {augment!r}; choose one of {', '.join(AUGMENTS)}")
@@ -111,6 +112,7 @@ class InvariantFeatures(PyroModule):
         else:
             w = torch.empty(hidden, D)
             nn.init.xavier_uniform_(w)
+            w.mul_(init_scale)
             self.W1 = nn.Parameter(w)
             self.b1 = nn.Parameter(torch.zeros(hidden))
 

@@ -48,29 +48,47 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
     fig.savefig(path, dpi=110)
 
 
+#: the regime panels of ``curves.png``: metrics key, axis label
+REGIME_PANELS = (("kl_per_datapoint", "KL(q || p) / N"), ("q_scale", "scale of q (mean diagonal of L)"),
+                 ("mu_norm", "||mu|| (||W2|| for a point estimate)"))
+
+
+def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0") -> None:
+    """Each value (faint) and a running mean over a 25th of the record (solid)."""
+    ax.plot(steps, values.numpy(), color=color, alpha=0.3, lw=0.8, label="per step")
+    k = max(1, len(values) // 25)
+    if len(values) >= k:
+        smooth = values.unfold(0, k, 1).mean(-1)
+        ax.plot(steps[k - 1:], smooth.numpy(), color=color, lw=1.8, label=f"mean of {k}")
+    ax.legend(fontsize=8)
+
+
 def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N (minibatch estimate)") -> None:
-    """The objective per data point (``-loss / N``) and training-batch NLL (smoothed), and the learning rate."""
+    """Six panels against the training step: the objective per data point (``-loss / N``), the training-batch
+    NLL, the regime of q (KL/N, its scale, ``||mu||``: a collapsed q shows as a scale far below 1 with a
+    large KL) and the learning rate. A diagnostic that a record does not hold (a point estimate has no
+    KL or scale) leaves its panel saying so."""
     steps = [r["step"] for r in records]
-    fig = Figure(figsize=(13, 3.4))
-    axes = fig.subplots(1, 3)
-    for ax, key, label in ((axes[0], "elbo_per_datapoint", objective),
-                           (axes[1], "nll", "training-batch NLL")):
-        values = torch.tensor([r[key] for r in records], dtype=torch.float64)
-        ax.plot(steps, values.numpy(), color="C0", alpha=0.3, lw=0.8, label="per step")
-        k = max(1, len(values) // 25)
-        if len(values) >= k:
-            smooth = values.unfold(0, k, 1).mean(-1)
-            ax.plot(steps[k - 1:], smooth.numpy(), color="C0", lw=1.8, label=f"mean of {k}")
-        ax.set_xlabel("training step")
+    fig = Figure(figsize=(13, 6.4))
+    axes = fig.subplots(2, 3).ravel()
+    for ax, key, label in ((axes[0], "elbo_per_datapoint", objective), (axes[1], "nll", "training-batch NLL")):
+        _smoothed(ax, steps, torch.tensor([r[key] for r in records], dtype=torch.float64))
         ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
     lo = min(float(torch.tensor([r["elbo_per_datapoint"] for r in records]).quantile(0.05)), -0.05)
     axes[0].set_ylim(lo * 1.1, 0)
-    axes[2].plot(steps, [r["lr"] for r in records], color="C2")
-    axes[2].set_xlabel("training step")
-    axes[2].set_ylabel("learning rate (cosine)")
-    axes[2].grid(alpha=0.3)
+    for ax, (key, label) in zip(axes[2:5], REGIME_PANELS):
+        have = [(s, r[key]) for s, r in zip(steps, records) if key in r]
+        if have:
+            ax.plot([s for s, _ in have], [v for _, v in have], color="C1", lw=1.5)
+        else:
+            ax.text(0.5, 0.5, "not recorded for this run", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylabel(label)
+    axes[3].axhline(1.0, color="grey", lw=0.8, ls="--")  # the prior's scale (alpha = 1) and the paper's L = I
+    axes[5].plot(steps, [r["lr"] for r in records], color="C2")
+    axes[5].set_ylabel("learning rate (cosine)")
+    for ax in axes:
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -76,8 +76,19 @@ def _prepare_out(out: Path, cfg: Config, resume: bool) -> None:
 
 def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
     eta = trainer.model.invariance.eta.detach().cpu()
-    return {**rec, "nll": trainer.last_batch_nll, "eta": [float(v) for v in eta],
+    return {**rec, "nll": trainer.last_batch_nll, **trainer.diagnostics(), "eta": [float(v) for v in eta],
             "eta_human": lie.to_human(eta, trainer.model.invariance.image_size), "wall_time": trainer.wall_time}
+
+
+def _regime(r: dict[str, Any]) -> str:
+    """``KL/N 0.018 q 0.97 |mu| 36.1``: the diagnostics of a metrics record, as the progress line shows them."""
+    parts = []
+    if "kl_per_datapoint" in r:
+        parts.append(f"KL/N {r['kl_per_datapoint']:.3f}")
+    if "q_scale" in r:
+        parts.append(f"q {r['q_scale']:.2f}")
+    parts.append(f"|mu| {r['mu_norm']:.1f}")
+    return " ".join(parts)
 
 
 def _progress(total: int, initial: int, enabled: bool | None):
@@ -148,12 +159,13 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
                     metrics.write(json.dumps(r) + "\n")
                     metrics.flush()
                     desc = trainer.model.invariance.describe()
-                    bar.set_postfix_str(f"loss {r['loss']:.4g} {objective} {r['elbo_per_datapoint']:.3f} {desc}")
+                    bar.set_postfix_str(f"{objective} {r['elbo_per_datapoint']:.3f} NLL {r['nll']:.3f} "
+                                        f"{_regime(r)} {desc}")
                     if bar.disable:
-                        log.info("step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s lr %.2e %.2f steps/s",
+                        log.info("step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s %s lr %.2e %.2f steps/s",
                                  r["step"], trainer.total_steps, r["epoch"], r["loss"], objective,
-                                 r["elbo_per_datapoint"],
-                                 r["nll"], desc, r["lr"], r["step"] / max(trainer.wall_time, 1e-9))
+                                 r["elbo_per_datapoint"], r["nll"], _regime(r), desc, r["lr"],
+                                 r["step"] / max(trainer.wall_time, 1e-9))
                 bar.update(1)
                 if trainer.step % every == 0 or trainer.done:
                     save_checkpoint(out / CHECKPOINT, trainer.state_dict())

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .. import lie
 from . import paper
 
 PROTOCOLS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -82,8 +83,7 @@ class Cell:
 #: Where learned invariances start: near, not at, no invariance (η = 0 is a stationary point of the
 #: objective in expectation; a generator started there can stay there). Human units: degrees, pixels,
 #: log-scale; for translation, scale and affine one value per generator.
-SMALL_START = {"rotation": (5,), "translation": (0.5, 0.5), "scale": (0.05, 0.05),
-               "affine": (0.5, 0.5, 5, 0.05, 0.05, 0.05)}
+SMALL_START = {name: tuple(lie.SMALL_START[k] for k in active) for name, active in lie.PRESETS.items() if active}
 
 
 def network(kind: str, dataset: str, invariance: str = "rotation", inference: str = "vi",
