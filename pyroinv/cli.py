@@ -91,6 +91,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--mean-lr", type=pos_float, default=d.mean_lr,
                    help="Adam learning rate of the output layer's mean (mu of q, or the point W2), cosine-annealed "
                         "with the rest; the paper uses --lr for every parameter (pass the same value for that)")
+    p.add_argument("--eta-lr", type=pos_float, default=d.eta_lr,
+                   help="Adam learning rate of the invariance parameters eta, cosine-annealed with the rest; the "
+                        "paper uses --lr for every parameter (pass the same value for that)")
     p.add_argument("--alpha", type=pos_float, default=d.alpha, help="prior variance of W2")
     p.add_argument("--guide-init-scale", type=pos_float, default=d.guide_init_scale,
                    help="initial diagonal of the Cholesky factors of q (paper: 1)")

@@ -44,14 +44,15 @@ class Config:
     sampling: str = "stochastic"
     init_eta: float | list[float] | None = None
     fixed_eta: float | None = None
-    eta_constraint: str = "none"
+    eta_constraint: str = "tanh"
     epochs: int = 10
     batch_size: int = 128
     lr: float = 1e-3
     alpha: float = 1.0
     guide_init_scale: float = 1.0
-    w1_init_scale: float = 1.0
+    w1_init_scale: float = 0.15
     mean_lr: float | None = 0.05
+    eta_lr: float | None = 0.05
     blur_sigma: float = 0.1
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
@@ -87,9 +88,11 @@ class Config:
             value = getattr(self, name)
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a non-negative number, got {value!r}")
-        if self.mean_lr is not None and (not isinstance(self.mean_lr, (int, float)) or isinstance(self.mean_lr, bool)
-                                         or not math.isfinite(self.mean_lr) or self.mean_lr <= 0):
-            raise ConfigError(f"--mean-lr must be a positive finite number, got {self.mean_lr!r}")
+        for name in ("mean_lr", "eta_lr"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                      or not math.isfinite(value) or value <= 0):
+                raise ConfigError(f"--{name.replace('_', '-')} must be a positive finite number, got {value!r}")
         if not math.isfinite(self.width_weight) or self.width_weight < 0:
             raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
         for name in ("init_eta", "fixed_eta"):

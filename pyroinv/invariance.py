@@ -50,8 +50,9 @@ class Invariance(PyroModule):
         eta0 = torch.tensor(values, dtype=torch.float32)
         if constraint == "softplus" and (eta0 <= 0).any():
             raise ConfigError("softplus-constrained eta needs a positive initial value (e.g. --init-eta 5)")
-        if constraint == "tanh" and (eta0.abs() >= math.pi).any():
-            raise ConfigError("tanh-constrained eta needs |initial raw value| < pi (180 degrees for rotation)")
+        if self.learn and constraint == "tanh" and (eta0.abs() >= math.pi).any():
+            raise ConfigError("tanh-constrained eta needs |initial raw value| < pi (180 degrees for rotation); start "
+                              "below it or pass --eta-constraint none")
         if self.learn:
             c = {"none": constraints.real, "softplus": constraints.softplus_positive,
                  "tanh": constraints.interval(-math.pi, math.pi)}[constraint]

@@ -59,15 +59,16 @@ class Trainer:
         self.last_batch_nll = float("nan")
 
     def param_groups(self) -> list[dict]:
-        """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the rest
-        (``W1``, ``b1``, ``eta``, the scale of q) at ``cfg.lr``."""
-        mean_ids = {id(p) for p in self.guide.mean_parameters()}
-        params = list(self.loss_fn.parameters())
-        mean = [p for p in params if id(p) in mean_ids]
-        rest = [p for p in params if id(p) not in mean_ids]
-        groups = [{"params": rest}]
-        if mean:
-            groups.append({"params": mean, "lr": self.cfg.mean_lr if self.cfg.mean_lr is not None else self.cfg.lr})
+        """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
+        invariance ``eta`` at ``cfg.eta_lr``, the rest (``W1``, ``b1``, the scale of q) at ``cfg.lr``
+        (``None``: ``cfg.lr``, the paper's single rate)."""
+        own = [(list(self.guide.mean_parameters()), self.cfg.mean_lr),
+               (list(self.model.invariance.parameters()), self.cfg.eta_lr)]
+        taken = {id(p) for params, _ in own for p in params}
+        groups = [{"params": [p for p in self.loss_fn.parameters() if id(p) not in taken]}]
+        for params, lr in own:
+            if params:
+                groups.append({"params": params, "lr": self.cfg.lr if lr is None else lr})
         return groups
 
     @property

@@ -3,6 +3,7 @@ import pytest
 
 from pyroinv.baselines.sgpr import parser as sgpr_parser
 from pyroinv.cli import config_from_args, train_parser
+from pyroinv.config import Config
 from pyroinv.reproduce.grids import PROTOCOLS, tables
 from pyroinv.reproduce.paper import TABLE_2, TABLE_C2
 
@@ -36,8 +37,14 @@ def test_protocols():
     paper = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("paper", 0, "x")))
     cpu = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("cpu", 0, "x")))
     assert (paper.hidden, paper.samples, paper.lr, paper.train_size, paper.guide_init_scale) == (1024, 32, 1e-3, None, 1.0)
-    assert (cpu.hidden, cpu.samples, cpu.lr, cpu.train_size, cpu.epochs) == (512, 16, 5e-3, 20000, 8)
+    assert paper == Config(dataset="mnist", fixed_eta=5.0, seed=0)  # the paper protocol is the defaults
+    assert (cpu.hidden, cpu.samples, cpu.lr, cpu.train_size, cpu.epochs, cpu.estimator) == (512, 16, 5e-3, 20000, 24,
+                                                                                           "local")
     assert paper.fixed_eta == cpu.fixed_eta == 5.0
+    earlier = config_from_args(train_parser().parse_args(
+        tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("cpu-q0.05", 0, "x")))
+    assert (earlier.estimator, earlier.guide_init_scale, earlier.mean_lr, earlier.eta_lr, earlier.w1_init_scale,
+            earlier.eta_constraint, earlier.epochs) == ("shared", 0.05, 5e-3, 5e-3, 1.0, "none", 8)
 
 
 def test_shared_cells_run_once_and_rows_filter():
