@@ -45,6 +45,8 @@ def test_script_writes_every_output(script_run):
         assert (out / name).stat().st_size > 0, name
     assert "learned invariance: rotation ±" in proc.stdout
     assert "w_norm[0]" in proc.stdout and "p_true[0]" in proc.stdout
+    # the progress lines show the regime of q, so a collapsed q is visible while it trains
+    assert "KL/N" in proc.stderr and " q " in proc.stderr and "|mu|" in proc.stderr
 
 
 def test_outputs_parse_and_agree(script_run):
@@ -56,11 +58,17 @@ def test_outputs_parse_and_agree(script_run):
     ckpt = load_checkpoint(out / "checkpoint.pt")
     assert results["steps"] == ckpt["step"] == records[-1]["step"] == 8  # 2 epochs x ceil(120 / 32)
     eta_ckpt = ckpt["model"]["features.invariance.eta_active_unconstrained"]
-    assert results["eta"][2] == pytest.approx(float(eta_ckpt[0]), abs=1e-6)
+    bounded = torch.distributions.biject_to(torch.distributions.constraints.interval(-torch.pi, torch.pi))
+    assert cfg["eta_constraint"] == "tanh"  # the default: rotation bounded to ±180°
+    assert results["eta"][2] == pytest.approx(float(bounded(eta_ckpt)[0]), abs=1e-6)
     assert records[-1]["eta"] == pytest.approx(results["eta"])
     assert abs(results["eta_human"]["rotation_deg"] - abs(results["eta"][2]) * 180 / 3.141592653589793) < 1e-6
-    for key in ("step", "epoch", "loss", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr", "wall_time"):
+    for key in ("step", "epoch", "loss", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr", "wall_time",
+                "kl_per_datapoint", "q_scale", "mu_norm"):
         assert key in records[0]
+    # the regime diagnostics: q starts at L = I (scale 1) and mu at 0, the KL is that of the current q
+    assert 0.5 < records[0]["q_scale"] < 1.5 and records[0]["kl_per_datapoint"] >= 0
+    assert records[-1]["mu_norm"] > 0
     for key in ("test_accuracy", "test_nll", "elbo_per_datapoint", "learned_invariance", "train_wall_time_s",
                 "device", "versions"):
         assert results[key] is not None, key
