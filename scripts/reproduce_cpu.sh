@@ -6,11 +6,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 R=".venv/bin/python scripts/reproduce.py --protocol cpu --jobs 2 --no-report"
-$R headline figure6 --seeds 0
+$R headline figure6 --seeds 0 1 2
 $R tableC2 --rows fixed
-$R augerino
-$R headline figure6 --seeds 1 2
 $R table2 --rows affine
+$R augerino
 $R table2
 $R tableC2
 $R table1
