@@ -19,9 +19,23 @@ def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
     return [lie.from_human(k, v, image_size) for k, v in zip(lie.PRESETS[cfg.invariance], cfg.eta_human())]
 
 
+def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
+    """Refuse data the configuration cannot treat faithfully (one-line :class:`ConfigError`).
+
+    The transforms act in PyTorch's normalised coordinates, which are pixel-true only for square images:
+    on an ``H x W`` grid with ``H != W`` a "rotation" would also stretch the image and a translation's
+    pixels would differ per axis.
+    """
+    if len(input_shape) == 3 and input_shape[1] != input_shape[2] and cfg.invariance != "none":
+        raise ConfigError(f"--invariance {cfg.invariance} needs square images but these are {input_shape[1]} x "
+                          f"{input_shape[2]} pixels (in normalised coordinates a rotation of a non-square grid is also "
+                          f"a stretch); pad them to square, e.g. with numpy.pad, or use --invariance none")
+
+
 def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:
     """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG)."""
     image_size = input_shape[-1] if len(input_shape) == 3 else None
+    check_inputs(cfg, input_shape)
     if cfg.sampling == "deterministic":
         lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
     invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,

@@ -15,8 +15,10 @@ from typing import Any
 
 import torch
 
+from .errors import PyroinvError
 
-def _atomic_write(path: Path, write) -> None:
+
+def _atomic_write(path: Path, write, previous: Path | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -24,20 +26,67 @@ def _atomic_write(path: Path, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        if previous is not None and path.exists():
+            os.replace(path, previous)  # the last good file stays beside the new one
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Atomically ``torch.save`` ``state`` to ``path``."""
-    _atomic_write(Path(path), lambda f: torch.save(state, f))
+#: what every checkpoint of a training run holds
+REQUIRED = ("step", "model", "guide", "optimizer", "scheduler", "torch_rng")
+
+
+class CheckpointError(PyroinvError):
+    """A checkpoint file that cannot be read back (truncated, damaged, or not a pyroinv checkpoint)."""
+
+
+def save_checkpoint(path: Path, state: dict[str, Any], previous: Path | None = None) -> None:
+    """Atomically ``torch.save`` ``state`` to ``path``; with ``previous``, the file it replaces is kept there."""
+    _atomic_write(Path(path), lambda f: torch.save(state, f), None if previous is None else Path(previous))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """``torch.load(path, weights_only=True)``: no code can run while loading."""
-    return torch.load(Path(path), map_location=map_location, weights_only=True)
+    """``torch.load(path, weights_only=True)``: no code can run while loading.
+
+    A file that is not a readable checkpoint of a run raises :class:`CheckpointError` (one line)."""
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for damaged files
+        text = str(err).strip()
+        reason = type(err).__name__ + (f": {text.splitlines()[0][:100]}" if text else "")
+        raise CheckpointError(f"{path} is damaged or not a pyroinv checkpoint ({reason})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} is not a pyroinv checkpoint (it holds a {type(state).__name__}, not a dict)")
+    return state
+
+
+def load_run_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """:func:`load_checkpoint` of a training run's checkpoint: it must hold every key of :data:`REQUIRED`."""
+    state = load_checkpoint(path, map_location)
+    missing = [k for k in REQUIRED if k not in state]
+    if missing:
+        raise CheckpointError(f"{path} is not a training run's checkpoint (it lacks {', '.join(missing)})")
+    return state
+
+
+def load_latest_checkpoint(latest: Path, previous: Path, map_location: str | torch.device = "cpu"
+                           ) -> tuple[dict[str, Any], Path]:
+    """The state in ``latest``, or, when that file is missing or damaged, in ``previous``; and which file it was.
+
+    Raises :class:`CheckpointError` naming both files when neither can be read."""
+    errors = []
+    for path in (Path(latest), Path(previous)):
+        if not path.exists():
+            continue
+        try:
+            return load_run_checkpoint(path, map_location), path
+        except CheckpointError as err:
+            errors.append(str(err))
+    raise CheckpointError("; ".join(errors) + "; no readable checkpoint is left: start the run again in a new --out"
+                          if errors else f"no checkpoint in {Path(latest).parent}")
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -138,13 +138,29 @@ def default_out(cfg: Config) -> Path:
     return Path("runs") / f"{name}-{cfg.invariance}-{cfg.network}-{cfg.inference}-s{cfg.seed}"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """A stream handler that writes to whatever ``sys.stderr`` is at the time of each record (a handler that
+    kept the stream it was created with would write into a closed one after a caller swapped stderr)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def setup_logging() -> None:
     """Plain ``INFO`` lines from pyroinv's logger on stderr (other libraries stay quiet)."""
     import warnings
 
     logger = logging.getLogger("pyroinv")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -103,6 +103,7 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
     """
     inv = features.invariance
     eta = inv.eta.detach().cpu()
+    rows = min(rows, features.hidden)  # a network with fewer hidden units than rows shows them all
     t = torch.linspace(-1, 1, columns)
     eps_det = torch.zeros(columns, 6)
     g = torch.Generator().manual_seed(seed)
@@ -113,7 +114,7 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
     C, h, w = features.input_shape
     W = features.W1.detach().cpu()[:rows].reshape(rows, C, h, w)
     fig = Figure(figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
-    axes = fig.subplots(rows, 2 * columns + 1)
+    axes = fig.subplots(rows, 2 * columns + 1, squeeze=False)
     for half, eps in ((0, eps_det), (1, eps_rand)):
         warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma), lie.transforms(eta, eps))
         for j in range(rows):

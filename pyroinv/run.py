@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from . import lie
-from .checkpoint import load_checkpoint, read_json, read_jsonl, save_checkpoint, write_json
+from .build import check_inputs
+from .checkpoint import load_latest_checkpoint, read_json, read_jsonl, save_checkpoint, write_json
 from .config import Config
 from .data import describe, load_dataset
 from .errors import ConfigError, PyroinvError
@@ -37,6 +38,8 @@ from .train import Trainer
 log = logging.getLogger("pyroinv")
 
 CONFIG, METRICS, CHECKPOINT, RESULTS = "config.json", "metrics.jsonl", "checkpoint.pt", "results.json"
+#: the checkpoint before the latest, kept so that a damaged latest file costs one checkpoint interval
+PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
 
 
 class TrainingDiverged(PyroinvError):
@@ -59,19 +62,28 @@ def versions() -> dict[str, str]:
             "arviz": arviz.__version__}
 
 
-def _prepare_out(out: Path, cfg: Config, resume: bool) -> None:
+def _check_out(out: Path, cfg: Config, resume: bool) -> None:
+    """Refuse an ``out`` that cannot take this run (nothing is written)."""
     if resume:
-        if not (out / CHECKPOINT).exists():
+        if not (out / CHECKPOINT).exists() and not (out / PREVIOUS_CHECKPOINT).exists():
             raise ConfigError(f"--resume: no checkpoint in {out}; start a new run without --resume")
+        if not (out / CONFIG).exists():
+            raise ConfigError(f"--resume: {out} has no {CONFIG}; it is not a complete run folder, start a new --out")
         diff = cfg.differences(read_json(out / CONFIG))
         if diff:
             raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
                               f"use the same flags, or a new --out")
         return
-    if out.exists() and any((out / n).exists() for n in (CHECKPOINT, RESULTS, METRICS)):
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder; choose a new --out")
+    if out.exists() and any((out / n).exists() for n in (CHECKPOINT, PREVIOUS_CHECKPOINT, RESULTS, METRICS)):
         raise ConfigError(f"--out {out} already holds a run; pass --resume to continue it or choose a new --out")
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / CONFIG, cfg.to_dict())
+
+
+def _start_out(out: Path, cfg: Config, resume: bool) -> None:
+    if not resume:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / CONFIG, cfg.to_dict())
 
 
 def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
@@ -120,13 +132,25 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
 
     device = resolve_device(cfg.device)  # fail before anything is written
     out = Path(out)
-    _prepare_out(out, cfg, resume)
+    _check_out(out, cfg, resume)
+    if resume:  # a damaged checkpoint is reported before anything else is done
+        state, used = load_latest_checkpoint(out / CHECKPOINT, out / PREVIOUS_CHECKPOINT, map_location=device)
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed)
-    log.info("data %s", describe(data))
+    check_inputs(cfg, data.input_shape)  # before anything is written
+    log.info("data %s", describe(data, cfg.train_size, cfg.test_size))
     trainer = Trainer(cfg, data, device=device)
     if resume:
-        trainer.load_state_dict(load_checkpoint(out / CHECKPOINT, map_location=trainer.device))
+        if used.name != CHECKPOINT:
+            log.info("%s", f"{out / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
+        try:
+            trainer.load_state_dict(state)
+        except (KeyError, RuntimeError, ValueError, TypeError) as err:
+            reason = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+            raise ConfigError(f"--resume: {used} does not fit this run's configuration ({reason}); "
+                              f"resume with the flags it was trained with, or start a new --out") from None
+    _start_out(out, cfg, resume)
+    if resume:
         kept = [r for r in read_jsonl(out / METRICS) if r["step"] <= trainer.step]
         (out / METRICS).write_text("".join(json.dumps(r) + "\n" for r in kept))
         log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
@@ -168,10 +192,10 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
                                  r["step"] / max(trainer.wall_time, 1e-9))
                 bar.update(1)
                 if trainer.step % every == 0 or trainer.done:
-                    save_checkpoint(out / CHECKPOINT, trainer.state_dict())
+                    save_checkpoint(out / CHECKPOINT, trainer.state_dict(), previous=out / PREVIOUS_CHECKPOINT)
                     last_good = trainer.step
                 if stop["signal"] is not None or (max_steps is not None and steps_this_call >= max_steps):
-                    save_checkpoint(out / CHECKPOINT, trainer.state_dict())
+                    save_checkpoint(out / CHECKPOINT, trainer.state_dict(), previous=out / PREVIOUS_CHECKPOINT)
                     if stop["signal"] is not None:
                         raise Interrupted(f"stopped by signal {signal.Signals(stop['signal']).name} at step "
                                           f"{trainer.step}; checkpoint written, continue with --resume",
@@ -249,7 +273,7 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
             raise ConfigError(f"{out} holds a run with other settings ({', '.join(diff)}); choose another folder")
         if (out / RESULTS).exists():
             return read_json(out / RESULTS)
-        if (out / CHECKPOINT).exists():
+        if (out / CHECKPOINT).exists() or (out / PREVIOUS_CHECKPOINT).exists():
             return run_experiment(cfg, out, resume=True, **kwargs)
         # an attempt stopped before its first checkpoint: only its metrics log is left; start again
         (out / METRICS).unlink(missing_ok=True)
@@ -266,10 +290,10 @@ def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: t
     from .build import build_model
 
     out = Path(out)
-    if not (out / CONFIG).exists() or not (out / CHECKPOINT).exists():
+    if not (out / CONFIG).exists() or not ((out / CHECKPOINT).exists() or (out / PREVIOUS_CHECKPOINT).exists()):
         raise ConfigError(f"{out} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run")
     cfg = Config.from_dict(read_json(out / CONFIG))
-    state = load_checkpoint(out / CHECKPOINT, map_location=device)
+    state, _ = load_latest_checkpoint(out / CHECKPOINT, out / PREVIOUS_CHECKPOINT, map_location=device)
     saved = state["model"].get("features._input_shape")
     if saved is not None:
         shape = tuple(int(v) for v in saved.tolist())

@@ -157,8 +157,12 @@ def test_resume_needs_the_same_configuration(tmp_path, cache_dir, mnist, capsys)
 
 BAD_NPZ = [
     ({"x_train": np.zeros((4, 8, 8), np.uint8), "y_train": np.array([0, 1, 0, 1])}, "missing key(s) x_test, y_test"),
-    ({"x_train": np.zeros((4, 8, 8)), "y_train": np.array([0, 1, 0, 5]), "x_test": np.zeros((2, 8, 8)),
+    ({"x_train": np.zeros((4, 8, 8)), "y_train": np.array([0, 1, 0, 1]), "x_test": np.zeros((2, 8, 8)),
       "y_test": np.array([0, 7])}, "y_test has label 7"),
+    ({"x_train": np.zeros((4, 8, 8)), "y_train": np.array([0, 1, 2, 99]), "x_test": np.zeros((2, 8, 8)),
+      "y_test": np.array([0, 1])}, "96 of the classes 0..99 never appear"),
+    ({"x_train": np.zeros((4, 8, 8, 3)), "y_train": np.array([0, 1, 0, 1]), "x_test": np.zeros((2, 8, 8, 3)),
+      "y_test": np.array([0, 1])}, "looks channels-last"),
     ({"x_train": np.full((4, 8, 8), np.nan), "y_train": np.array([0, 1, 0, 1]), "x_test": np.zeros((2, 8, 8)),
       "y_test": np.array([0, 1])}, "contains NaN"),
 ]
@@ -188,3 +192,64 @@ def test_resume_needs_only_the_run_folder(tmp_path, cache_dir, mnist, capsys):
     assert part["step"] == 3
     assert train_main(["--out", str(out), "--resume", "--cache-dir", cache_dir]) == 0
     assert json.loads((out / "results.json").read_text())["steps"] == 8
+
+
+def test_non_square_images_are_refused_before_anything_is_written(tmp_path, capsys):
+    path = tmp_path / "wide.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, x_train=rng.random((8, 28, 20)), y_train=np.arange(8) % 2, x_test=rng.random((4, 28, 20)),
+             y_test=np.arange(4) % 2)
+    out = tmp_path / "r"
+    assert train_main(["--dataset", str(path), "--invariance", "rotation", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs square images but these are 28 x 20" in err and "pad" in err
+    assert not out.exists()
+    small = ["--hidden", "4", "--samples", "2", "--epochs", "1", "--eval-draws", "2"]
+    assert train_main(["--dataset", str(path), "--invariance", "none", *small, "--out", str(out)]) == 0
+
+
+def _tiny_run_with_two_checkpoints(tmp_path, cache_dir) -> Path:
+    out = tmp_path / "r"
+    part = run_experiment(tiny_config(epochs=3), out, cache_dir=cache_dir, progress=False, log_every=1, max_steps=9)
+    assert part["step"] == 9  # checkpoints at steps 4 and 8 (one per epoch), then 9 at the stop
+    assert load_checkpoint(out / "checkpoint.prev.pt")["step"] == 8
+    return out
+
+
+def test_damaged_latest_checkpoint_costs_one_interval(tmp_path, cache_dir, mnist, capsys):
+    out = _tiny_run_with_two_checkpoints(tmp_path, cache_dir)
+    data = (out / "checkpoint.pt").read_bytes()
+    (out / "checkpoint.pt").write_bytes(data[: len(data) // 2])  # truncated, e.g. by a copy between machines
+    assert train_main(["--out", str(out), "--resume", "--cache-dir", cache_dir, "--log-every", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "checkpoint.pt is damaged or missing; resuming from the previous checkpoint" in err and "step 8" in err
+    assert "Traceback" not in err
+    run_experiment(tiny_config(epochs=3), tmp_path / "whole", cache_dir=cache_dir, progress=False, log_every=1)
+    assert _metrics(out) == _metrics(tmp_path / "whole")  # the same run as an uninterrupted one
+
+
+def test_unreadable_checkpoints_are_one_line(tmp_path, cache_dir, mnist, capsys):
+    out = _tiny_run_with_two_checkpoints(tmp_path, cache_dir)
+    (out / "checkpoint.pt").write_text("not a checkpoint")
+    (out / "checkpoint.prev.pt").write_bytes(b"PK\x03\x04 truncated")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert train_main(["--out", str(out), "--resume", "--cache-dir", cache_dir]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    assert "checkpoint.pt is damaged or not a pyroinv checkpoint" in err and "checkpoint.prev.pt" in err
+    assert "new --out" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing lost or changed
+
+
+def test_sizes_beyond_the_data_are_named(tmp_path, cache_dir, mnist, capsys):
+    path = tmp_path / "small.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, x_train=rng.random((8, 8, 8)), y_train=np.arange(8) % 2, x_test=rng.random((4, 8, 8)),
+             y_test=np.arange(4) % 2)
+    small = ["--hidden", "4", "--samples", "2", "--epochs", "1", "--eval-draws", "2"]
+    assert train_main(["--dataset", str(path), *small, "--train-size", "100000000", "--test-size", "9",
+                       "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert "--train-size 100000000 is more than the 8 train examples: all are used" in err
+    assert "--test-size 9 is more than the 4 test examples: all are used" in err

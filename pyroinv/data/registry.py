@@ -53,10 +53,14 @@ def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_di
     return split.subset(train_size=train_size, test_size=test_size, seed=seed)
 
 
-def describe(split: Split) -> str:
-    """One line: name, sizes, input shape and classes."""
+def describe(split: Split, train_size: int | None = None, test_size: int | None = None) -> str:
+    """One line: name, sizes, input shape and classes; a size asked for beyond what the data hold is
+    named (the whole split is used then)."""
+    notes = [f"--{flag}-size {asked} is more than the {have} {flag} examples: all are used"
+             for flag, asked, have in (("train", train_size, len(split.y_train)), ("test", test_size, len(split.y_test)))
+             if asked is not None and asked > have]
     return (f"{split.name}: {len(split.y_train)} train / {len(split.y_test)} test, "
-            f"inputs {split.input_shape}, {split.num_classes} classes")
+            f"inputs {split.input_shape}, {split.num_classes} classes" + "".join(f" ({n})" for n in notes))
 
 
 __all__ = ["DATASET_NAMES", "load_dataset", "parse_name", "describe"]

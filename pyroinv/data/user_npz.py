@@ -51,9 +51,17 @@ def validate_arrays(arrays: dict[str, np.ndarray], name: str = "user") -> Split:
         if len(xs[f"x_{split}"]) != len(ys[f"y_{split}"]):
             raise DataError(f"x_{split} has {len(xs[f'x_{split}'])} examples but y_{split} has "
                             f"{len(ys[f'y_{split}'])} labels; they must match")
+    if len(ys["y_train"]) == 0:
+        raise DataError("y_train is empty; it needs at least one example of every class")
     num_classes = int(ys["y_train"].max()) + 1
-    if len(np.unique(ys["y_train"])) < 2:
+    present = np.unique(ys["y_train"])
+    if len(present) < 2:
         raise DataError("y_train holds a single class; classification needs at least 2 classes")
+    if len(present) < num_classes:
+        missing = np.setdiff1d(np.arange(num_classes), present)
+        shown = ", ".join(str(int(c)) for c in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise DataError(f"y_train's labels go up to {num_classes - 1} but {len(missing)} of the classes 0..{num_classes - 1} "
+                        f"never appear ({shown}); relabel to 0..K-1, e.g. y = numpy.unique(y, return_inverse=True)[1]")
     if ys["y_test"].max() >= num_classes:
         raise DataError(f"y_test has label {int(ys['y_test'].max())} but y_train's classes are 0..{num_classes - 1}; "
                         "labels must be in 0..K-1 with every class present in training")
@@ -64,10 +72,15 @@ def _check_inputs(key: str, x: np.ndarray) -> np.ndarray:
     if x.ndim == 2 and x.shape[1] == 2:  # 2-D coordinate data
         if not np.issubdtype(x.dtype, np.number):
             raise DataError(f"{key} has dtype {x.dtype}; coordinates must be numbers")
+        if len(x) == 0:
+            raise DataError(f"{key} is empty; it needs at least one example")
         x = x.astype(np.float32)
         if not np.isfinite(x).all():
             raise DataError(f"{key} contains NaN or infinite values; remove or fill them")
         return x
+    if x.ndim == 4 and x.shape[-1] in (1, 3, 4) and x.shape[1] not in (1, 3, 4):
+        raise DataError(f"{key} has shape {x.shape}, which looks channels-last (N, H, W, C); images must be "
+                        f"(N, C, H, W): use x.transpose(0, 3, 1, 2)")
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4 or min(x.shape[-2:]) < 2:
