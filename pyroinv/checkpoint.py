@@ -99,14 +99,31 @@ def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's ``config.json`` as a dict; a damaged file is a one-line :class:`CheckpointError`."""
+    path = Path(path)
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{path} is damaged ({type(err).__name__}: {str(err).splitlines()[0][:100]}); "
+                              f"restore it or start a new --out") from None
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"{path} is damaged (it holds a {type(saved).__name__}, not the run's settings); "
+                              f"restore it or start a new --out")
+    return saved
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSON-lines file (a torn last line, from a kill mid-write, is skipped)."""
+    """Metric records of a JSON-lines file: a torn last line (a kill mid-write) or any line that is not a
+    record with an integer ``step`` is skipped."""
     out = []
     if not Path(path).exists():
         return out
-    for line in Path(path).read_text().splitlines():
+    for line in Path(path).read_text(errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            out.append(record)
     return out

@@ -182,9 +182,9 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
     A given flag that differs from the saved value is then reported by the run as a mismatch.
     """
-    from .checkpoint import read_json
+    from .checkpoint import read_config
 
-    saved = read_json(out / "config.json")
+    saved = read_config(out / "config.json")
     names = {f.name for f in fields(Config)}
     given = given_flags(argv) & names
     return Config.from_dict({**saved, **{k: v for k, v in _config_values(args).items() if k in given}}).validate()

@@ -145,6 +145,8 @@ class Config:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Config":
+        if not isinstance(d, dict):
+            raise ConfigError(f"a configuration must be a mapping of settings, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:

@@ -28,7 +28,7 @@ import torch
 
 from . import lie
 from .build import check_inputs
-from .checkpoint import load_latest_checkpoint, read_json, read_jsonl, save_checkpoint, write_json
+from .checkpoint import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_json
 from .config import Config
 from .data import describe, load_dataset
 from .errors import ConfigError, PyroinvError
@@ -69,7 +69,7 @@ def _check_out(out: Path, cfg: Config, resume: bool) -> None:
             raise ConfigError(f"--resume: no checkpoint in {out}; start a new run without --resume")
         if not (out / CONFIG).exists():
             raise ConfigError(f"--resume: {out} has no {CONFIG}; it is not a complete run folder, start a new --out")
-        diff = cfg.differences(read_json(out / CONFIG))
+        diff = cfg.differences(read_config(out / CONFIG))
         if diff:
             raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
                               f"use the same flags, or a new --out")
@@ -268,7 +268,7 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
     """
     out = Path(out)
     if (out / CONFIG).exists():
-        diff = cfg.differences(read_json(out / CONFIG))
+        diff = cfg.differences(read_config(out / CONFIG))
         if diff:
             raise ConfigError(f"{out} holds a run with other settings ({', '.join(diff)}); choose another folder")
         if (out / RESULTS).exists():
@@ -292,7 +292,7 @@ def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: t
     out = Path(out)
     if not (out / CONFIG).exists() or not ((out / CHECKPOINT).exists() or (out / PREVIOUS_CHECKPOINT).exists()):
         raise ConfigError(f"{out} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run")
-    cfg = Config.from_dict(read_json(out / CONFIG))
+    cfg = Config.from_dict(read_config(out / CONFIG))
     state, _ = load_latest_checkpoint(out / CHECKPOINT, out / PREVIOUS_CHECKPOINT, map_location=device)
     saved = state["model"].get("features._input_shape")
     if saved is not None:
@@ -324,9 +324,9 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     out = Path(out)
     if not (out / CONFIG).exists():
         raise ConfigError(f"{out} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run")
-    trained_on = read_json(out / CONFIG)["dataset"]
+    trained_on = read_config(out / CONFIG)["dataset"]
     name = dataset or trained_on
-    seed = int(read_json(out / CONFIG).get("seed", 0))
+    seed = int(read_config(out / CONFIG).get("seed", 0))
     data = load_dataset(name, data_root=data_root, cache_dir=cache_dir, test_size=test_size, seed=seed)
     cfg, model, guide, step = load_run(out, dev, input_shape=data.input_shape)
     x, y = data.tensors("test", dev)
@@ -351,7 +351,7 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
 
     dev = resolve_device(device)
     out = Path(out)
-    saved = read_json(out / CONFIG)
+    saved = read_config(out / CONFIG)
     full = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
                         seed=int(saved.get("seed", 0)))
     num_data = len(full.y_train)  # the KL is divided by the N the run was trained on

@@ -31,3 +31,15 @@ def _devices() -> list:
 
 #: parametrize a test over the CPU and, where there is one, the CUDA device
 DEVICES = _devices()
+
+
+def _hypothesis_profiles() -> None:
+    """Under CI the property tests replay the same cases every run (no example database, fixed seed)."""
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, database=None)
+    if os.environ.get("CI"):
+        settings.load_profile("ci")
+
+
+_hypothesis_profiles()
