@@ -38,7 +38,7 @@ def test_protocols():
     cpu = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("cpu", 0, "x")))
     assert (paper.hidden, paper.samples, paper.lr, paper.train_size, paper.guide_init_scale) == (1024, 32, 1e-3, None, 1.0)
     assert paper == Config(dataset="mnist", fixed_eta=5.0, seed=0)  # the paper protocol is the defaults
-    assert (cpu.hidden, cpu.samples, cpu.lr, cpu.train_size, cpu.epochs, cpu.estimator) == (512, 16, 5e-3, 20000, 24,
+    assert (cpu.hidden, cpu.samples, cpu.lr, cpu.train_size, cpu.epochs, cpu.estimator) == (512, 16, 1e-3, 20000, 24,
                                                                                            "local")
     assert paper.fixed_eta == cpu.fixed_eta == 5.0
     earlier = config_from_args(train_parser().parse_args(
