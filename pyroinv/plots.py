@@ -85,7 +85,7 @@ def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N 
         ax.set_ylabel(label)
     axes[3].axhline(1.0, color="grey", lw=0.8, ls="--")  # the prior's scale (alpha = 1) and the paper's L = I
     axes[5].plot(steps, [r["lr"] for r in records], color="C2")
-    axes[5].set_ylabel("learning rate (cosine)")
+    axes[5].set_ylabel("--lr, cosine-annealed (mu, eta: their own)")
     for ax in axes:
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
