@@ -1,0 +1,37 @@
+"""The small command-line tools: each runs at tiny sizes and says one line on bad input."""
+import json
+import os
+import subprocess
+import sys
+
+from .test_run import ROOT
+
+
+def _script(name, args, cache_dir):
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / name), *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_estimator_variance_script(cache_dir, mnist):
+    proc = _script("estimator_variance.py", ["--dataset", "mnist", "--hidden", "8", "--samples", "2", "--batch-size",
+                                             "16", "--repeats", "4", "--json"], cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert set(res["variance_ratio_shared_over_local"]) == {"mu", "diag(L)", "W1", "eta"}
+    assert res["local"]["loss_mean"] > 0 and res["shared"]["loss_se"] >= 0
+    bad = _script("estimator_variance.py", ["--repeats", "1"], cache_dir)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "at least 2" in bad.stderr
+
+
+def test_rff_kernel_script(cache_dir, mnist):
+    proc = _script("rff_kernel.py", ["--sigma", "0.3", "0.1", "--train-size", "60", "--hidden", "512"], cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1/sqrt(512) = 0.0442" in proc.stdout and "sigma 0.1: median k same class" in proc.stdout
+    bad = _script("rff_kernel.py", ["--dataset", "nope.npz"], cache_dir)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "does not exist" in bad.stderr
+
+
+def test_run_notebooks_refuses_a_missing_file(tmp_path, cache_dir):
+    proc = _script("run_notebooks.py", [str(tmp_path / "missing.ipynb")], cache_dir)
+    assert proc.returncode == 2 and "is not a notebook file" in proc.stderr and "Traceback" not in proc.stderr
