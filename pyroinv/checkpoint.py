@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .errors import PyroinvError
+from .errors import PyroinvError, one_line
 
 
 def _atomic_write(path: Path, write, previous: Path | None = None) -> None:
@@ -55,9 +55,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for damaged files
-        text = str(err).strip()
-        reason = type(err).__name__ + (f": {text.splitlines()[0][:100]}" if text else "")
-        raise CheckpointError(f"{path} is damaged or not a pyroinv checkpoint ({reason})") from None
+        raise CheckpointError(f"{path} is damaged or not a pyroinv checkpoint ({one_line(err)})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a pyroinv checkpoint (it holds a {type(state).__name__}, not a dict)")
     return state
@@ -105,7 +103,7 @@ def read_config(path: Path) -> dict[str, Any]:
     try:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path} is damaged ({type(err).__name__}: {str(err).splitlines()[0][:100]}); "
+        raise CheckpointError(f"{path} is damaged ({one_line(err)}); "
                               f"restore it or start a new --out") from None
     if not isinstance(saved, dict):
         raise CheckpointError(f"{path} is damaged (it holds a {type(saved).__name__}, not the run's settings); "

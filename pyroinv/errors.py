@@ -1,6 +1,12 @@
 """Exceptions that carry a one-line message meant for the user."""
 
 
+def one_line(err: BaseException, limit: int = 100) -> str:
+    """``Type: first line of the message`` (cut to ``limit`` characters), to quote a library's error in one line."""
+    text = str(err).strip()
+    return type(err).__name__ + (f": {text.splitlines()[0][:limit]}" if text else "")
+
+
 class PyroinvError(Exception):
     """Base class: bad input or a missing resource, explained in one line.
 

@@ -31,7 +31,7 @@ from .build import check_inputs
 from .checkpoint import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_json
 from .config import Config
 from .data import describe, load_dataset
-from .errors import ConfigError, PyroinvError
+from .errors import ConfigError, PyroinvError, one_line
 from .evaluate import classification_metrics, elbo_per_datapoint, evaluate
 from .train import Trainer
 
@@ -62,10 +62,15 @@ def versions() -> dict[str, str]:
             "arviz": arviz.__version__}
 
 
+def _has_checkpoint(out: Path) -> bool:
+    """Whether ``out`` holds a checkpoint to resume from (the latest or the one before it)."""
+    return (out / CHECKPOINT).exists() or (out / PREVIOUS_CHECKPOINT).exists()
+
+
 def _check_out(out: Path, cfg: Config, resume: bool) -> None:
     """Refuse an ``out`` that cannot take this run (nothing is written)."""
     if resume:
-        if not (out / CHECKPOINT).exists() and not (out / PREVIOUS_CHECKPOINT).exists():
+        if not _has_checkpoint(out):
             raise ConfigError(f"--resume: no checkpoint in {out}; start a new run without --resume")
         if not (out / CONFIG).exists():
             raise ConfigError(f"--resume: {out} has no {CONFIG}; it is not a complete run folder, start a new --out")
@@ -146,8 +151,7 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
         try:
             trainer.load_state_dict(state)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
-            reason = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-            raise ConfigError(f"--resume: {used} does not fit this run's configuration ({reason}); "
+            raise ConfigError(f"--resume: {used} does not fit this run's configuration ({one_line(err, 160)}); "
                               f"resume with the flags it was trained with, or start a new --out") from None
     _start_out(out, cfg, resume)
     if resume:
@@ -273,7 +277,7 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
             raise ConfigError(f"{out} holds a run with other settings ({', '.join(diff)}); choose another folder")
         if (out / RESULTS).exists():
             return read_json(out / RESULTS)
-        if (out / CHECKPOINT).exists() or (out / PREVIOUS_CHECKPOINT).exists():
+        if _has_checkpoint(out):
             return run_experiment(cfg, out, resume=True, **kwargs)
         # an attempt stopped before its first checkpoint: only its metrics log is left; start again
         (out / METRICS).unlink(missing_ok=True)
@@ -290,7 +294,7 @@ def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: t
     from .build import build_model
 
     out = Path(out)
-    if not (out / CONFIG).exists() or not ((out / CHECKPOINT).exists() or (out / PREVIOUS_CHECKPOINT).exists()):
+    if not (out / CONFIG).exists() or not _has_checkpoint(out):
         raise ConfigError(f"{out} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run")
     cfg = Config.from_dict(read_config(out / CONFIG))
     state, _ = load_latest_checkpoint(out / CHECKPOINT, out / PREVIOUS_CHECKPOINT, map_location=device)
