@@ -8,10 +8,9 @@ from pyro.nn import PyroModule
 from . import lie
 from .config import Config
 from .errors import ConfigError
-from .guides import ClassCholeskyGuide, PointGuide
 from .invariance import Invariance
+from .methods import method
 from .model import InvariantBNN
-from .networks import InvariantFeatures
 
 
 def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
@@ -33,29 +32,23 @@ def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
 
 
 def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:
-    """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG)."""
+    """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
+
+    The method (:mod:`pyroinv.methods`) picks the prior, the guide and the feature map."""
+    m = method(cfg.inference)
     image_size = input_shape[-1] if len(input_shape) == 3 else None
     check_inputs(cfg, input_shape)
     if cfg.sampling == "deterministic":
         lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
     invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
                             constraint=cfg.eta_constraint, image_size=image_size)
-    features = InvariantFeatures(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
-                                 blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
-                                 rff_lengthscale=cfg.rff_lengthscale,
-                                 augment="inputs" if cfg.inference == "augerino" else "weights",
-                                 init_scale=cfg.w1_init_scale)
-    prior = "flat" if cfg.inference in ("ml", "augerino") else "normal"
-    # a point estimate of W2 has nothing to draw per example: the estimator applies to VI only
-    estimator = cfg.estimator if cfg.inference == "vi" else "shared"
-    model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=prior, num_samples=cfg.samples,
-                         sampling=cfg.sampling, width_weight=cfg.width_weight if cfg.inference == "augerino" else 0.0,
-                         average=cfg.average, estimator=estimator)
-    if cfg.inference == "vi":
-        guide: PyroModule = ClassCholeskyGuide(num_classes, features.num_features, init_scale=cfg.guide_init_scale,
-                                               estimator=estimator)
-    else:
-        guide = PointGuide(num_classes, features.num_features)
+    features = m.features(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
+                          blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma, rff_lengthscale=cfg.rff_lengthscale,
+                          init_scale=cfg.w1_init_scale)
+    model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
+                         sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
+                         average=cfg.average, estimator=m.estimator(cfg.estimator))
+    guide = m.build_guide(num_classes, features.num_features, cfg.guide_init_scale, cfg.estimator)
     return model, guide
 
 

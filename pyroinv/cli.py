@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import lie
-from .config import DEVICES, ELBOS, INFERENCES, SAMPLINGS, Config
+from .config import DEVICES, ELBOS, SAMPLINGS, Config
 from .estimators import ESTIMATORS
 from .model import AVERAGES
 from .errors import ConfigError, PyroinvError
+from .methods import METHODS, method
 from .networks import NETWORKS
 from .runtime import keep_freed_memory
 
@@ -63,10 +64,8 @@ def train_parser() -> argparse.ArgumentParser:
                    help="mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, mnist-scale, "
                         "mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, or a path to an .npz")
     p.add_argument("--network", choices=NETWORKS, default=d.network, help="ReLU network (W1 learned) or random Fourier features (W1 fixed)")
-    p.add_argument("--inference", choices=INFERENCES, default=d.inference,
-                   help="vi: Gaussian q(W2) on the ELBO; map: point W2 with the prior; ml: point W2, plain cross-entropy; "
-                        "augerino: transforms on the inputs, point W2, cross-entropy minus --width-weight * ||eta|| "
-                        "(Benton et al. 2020)")
+    p.add_argument("--inference", choices=list(METHODS), default=d.inference,
+                   help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
     p.add_argument("--elbo", choices=ELBOS, default=d.elbo, help="Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)")
     p.add_argument("--estimator", choices=ESTIMATORS, default=d.estimator,
                    help="vi only: estimate the expected log-likelihood with a W2 draw per example (local) or one per "
@@ -203,7 +202,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         out = args.out or default_out(cfg)
         if args.resume and (out / "config.json").exists():
             cfg = resume_config(args, argv, out)
-        if "width_weight" in given_flags(argv) and cfg.inference != "augerino":
+        if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
             raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
                               f"drop it or add --inference augerino")
         run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,

@@ -8,10 +8,10 @@ from typing import Any
 from . import lie
 from .errors import ConfigError
 from .estimators import ESTIMATORS
+from .methods import METHODS
 from .model import AVERAGES
 from .networks import NETWORKS
 
-INFERENCES = ("vi", "map", "ml", "augerino")
 ELBOS = ("trace", "closed-form")
 SAMPLINGS = ("stochastic", "deterministic")
 DEVICES = ("auto", "cpu", "cuda")
@@ -83,7 +83,7 @@ class Config:
 
     def validate(self) -> "Config":
         """Raise :class:`ConfigError` (one line) for any value out of range."""
-        choices = {"invariance": tuple(lie.PRESETS), "network": NETWORKS, "inference": INFERENCES,
+        choices = {"invariance": tuple(lie.PRESETS), "network": NETWORKS, "inference": tuple(METHODS),
                    "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES,
                    "estimator": ESTIMATORS, "average": AVERAGES}
         for name, allowed in choices.items():

@@ -21,6 +21,7 @@ import torch
 from .build import build_elbo, build_model
 from .config import Config
 from .estimators import ESTIMATORS
+from .methods import method
 
 #: parameter groups reported: name in the loss module -> label
 GROUPS = {"guide.loc_unconstrained": "mu", "guide.diag_unconstrained": "diag(L)",
@@ -41,7 +42,7 @@ def compare_estimators(cfg: Config, x: torch.Tensor, y: torch.Tensor, num_data: 
         mu_scale: standard deviation of the random ``mu`` the comparison is made at (0: the paper's
             initial ``mu = 0``).
     """
-    if cfg.inference != "vi":
+    if not method(cfg.inference).bayesian:
         raise ValueError("the estimators differ only under --inference vi")
     out: dict[str, Any] = {}
     for estimator in ESTIMATORS:

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from .guides import ClassCholeskyGuide, PointGuide
 from .model import InvariantBNN, mc_log_predictive
 
 
 def posterior_draws(guide, num_draws: int) -> torch.Tensor:
     """``(L, K, D)`` draws of ``W2`` from the guide (a point guide gives one)."""
-    if isinstance(guide, ClassCholeskyGuide):
-        return guide.distribution().sample((num_draws,))
-    if isinstance(guide, PointGuide):
-        return guide.W2_hat.detach().unsqueeze(0)
-    raise TypeError(f"unsupported guide {type(guide).__name__}")
+    return guide.posterior_sample(num_draws)
 
 
 @torch.no_grad()
@@ -64,11 +59,7 @@ def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Ten
             W2 = posterior_draws(guide, 1)[0]
             logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
             loglik += logp.gather(1, y[i:i + batch_size].unsqueeze(1)).sum().item() / draws
-    prior = model.prior(device=x.device)
-    if isinstance(guide, ClassCholeskyGuide):
-        penalty = torch.distributions.kl_divergence(guide.distribution(), prior).sum().item()
-    else:
-        penalty = -prior.log_prob(guide.W2_hat).sum().item()
+    penalty = guide.regulariser(model.prior(device=x.device)).item()
     N = num_data or n
     return {"elbo_per_datapoint": loglik / n - penalty / N, "loglik_per_datapoint": loglik / n,
             "kl_per_datapoint": penalty / N}

@@ -144,6 +144,15 @@ class ClassCholeskyGuide(PyroModule):
         with w2_plates(self.num_classes, draws):
             return pyro.sample("W2", self.distribution())
 
+    @torch.no_grad()
+    def posterior_sample(self, num_draws: int) -> torch.Tensor:
+        """``(L, K, D)`` draws ``W2 ~ q`` for the posterior predictive."""
+        return self.distribution().sample((num_draws,))
+
+    def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
+        """``KL(q || p)`` summed over classes: what the ELBO subtracts from the expected log-likelihood."""
+        return torch.distributions.kl_divergence(self.distribution(), prior).sum()
+
     def mean_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters of ``mu`` (Adam steps them at their own rate, ``Config.mean_lr``)."""
         self.loc  # noqa: B018  (materialise the module-local parameter)
@@ -167,6 +176,15 @@ class PointGuide(PyroModule):
     def forward(self, *args, **kwargs) -> torch.Tensor:
         with w2_plates(self.num_classes):
             return pyro.sample("W2", dist.Delta(self.W2_hat, event_dim=1))
+
+    @torch.no_grad()
+    def posterior_sample(self, num_draws: int) -> torch.Tensor:
+        """The point estimate as one draw, ``(1, K, D)``, whatever ``num_draws``."""
+        return self.W2_hat.detach().unsqueeze(0)
+
+    def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
+        """``-log p(W2_hat)``: the MAP penalty (zero under the flat prior of maximum likelihood)."""
+        return -prior.log_prob(self.W2_hat).sum()
 
     def mean_parameters(self) -> list[torch.nn.Parameter]:
         """The parameters of ``W2_hat`` (Adam steps them at their own rate, ``Config.mean_lr``)."""

@@ -26,11 +26,9 @@ from pyro.nn import PyroModule
 
 from .errors import ConfigError
 from .invariance import Invariance
-from .warp import gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_images, warp_weight_bank
+from .warp import gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_weight_bank
 
 NETWORKS = ("relu", "rff")
-#: where the transforms act: on the weights (this paper) or on the inputs (Augerino-style augmentation)
-AUGMENTS = ("weights", "inputs")
 
 
 class _ReluWithOne(torch.autograd.Function):
@@ -72,7 +70,7 @@ class _CosineWithOne(torch.autograd.Function):
 
 
 class InvariantFeatures(PyroModule):
-    """``phi(W1 T_i x)`` for every transform ``T_i`` and input ``x``.
+    """``phi(W1 T_i x)`` for every transform ``T_i`` and input ``x``, the transforms applied to the weights.
 
     Args:
         input_shape: ``(C, H, W)`` for images or ``(2,)`` for coordinates.
@@ -85,13 +83,13 @@ class InvariantFeatures(PyroModule):
         init_scale: factor on the Xavier-uniform initial ``W1`` of the ReLU network (paper: Xavier, i.e. 1).
     """
 
+    #: the transforms warp the weight images (input-space augmentation lives in :mod:`pyroinv.baselines.augerino`)
+    warps_weights = True
+
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,
                  network: str = "relu", blur_sigma: float = 0.1, rff_sigma: float = 0.3,
-                 rff_lengthscale: float | None = None, augment: str = "weights", init_scale: float = 1.0) -> None:
+                 rff_lengthscale: float | None = None, init_scale: float = 1.0) -> None:
         super().__init__()
-        if augment not in AUGMENTS:
-            raise ConfigError(f"unknown augment {augment!r}; choose one of {', '.join(AUGMENTS)}")
-        self.augment = augment
         if network not in NETWORKS:
             raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
         self.input_shape = tuple(input_shape)
@@ -127,14 +125,8 @@ class InvariantFeatures(PyroModule):
         return math.sqrt(2.0 / self.hidden)
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The S warped copies of ``W1``: ``(S, H, D)`` weights and ``(S, H)`` biases.
-
-        With ``augment="inputs"`` the weights stay as they are and the bank carries ``T``, which
-        :meth:`apply_bank` then applies to the inputs.
-        """
+        """The S warped copies of ``W1``: ``(S, H, D)`` weights and ``(S, H)`` biases."""
         S = T.shape[0]
-        if self.augment == "inputs":
-            return self.W1.unsqueeze(0), self.b1.unsqueeze(0), T
         if self.is_image:
             W = self.W1.reshape(self.hidden, *self.input_shape)
             W = gaussian_blur(W, self.blur_sigma)
@@ -144,8 +136,6 @@ class InvariantFeatures(PyroModule):
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
-        if self.augment == "inputs":
-            return self.activation(self._augmented_pre(x, *bank))
         W, b = bank
         x = x.reshape(x.shape[0], -1)
         if torch.is_grad_enabled():
@@ -167,19 +157,6 @@ class InvariantFeatures(PyroModule):
         out[..., H] = 1
         return out
 
-    def _augmented_pre(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
-        """Pre-activations ``W1 (T_i x) + b1``, ``(S, B, H)``: each input transformed by each ``T_i``.
-
-        Input-space augmentation (Augerino): images are resampled at ``T_i p`` (bilinear, zeros
-        outside); 2-D points are mapped to ``T_i x``. No blur (nothing is warped on the weights).
-        """
-        S, B = T.shape[0], x.shape[0]
-        if self.is_image:
-            xs = warp_images(x.repeat(S, 1, 1, 1), T.repeat_interleave(B, 0)).reshape(S, B, -1)
-        else:
-            xs = torch.einsum("sij,bj->sbi", T[:, :2, :2], x) + T[:, :2, 2].unsqueeze(1)
-        return torch.matmul(xs, W[0].T) + b[0]
-
     def activation(self, pre: torch.Tensor) -> torch.Tensor:
         """``phi``, with the constant feature appended: ``(..., H + 1)``, written in one pass."""
         if self.network == "rff":
@@ -196,13 +173,10 @@ class InvariantFeatures(PyroModule):
         * ``"inputs"``: apply the adjoint warp to the S x B inputs
           (:func:`pyroinv.warp.warp_adjoint`), cheaper when the batch is smaller than H;
         * ``"auto"``: the cheaper of the two for image data.
-
-        With ``augment="inputs"`` (the Augerino-style model) the inputs are transformed instead and
-        ``path`` does not apply.
         """
         if path == "auto":
             path = "inputs" if self.is_image and x.shape[0] < self.hidden else "weights"
-        if path == "weights" or not self.is_image or self.augment == "inputs":
+        if path == "weights" or not self.is_image:
             return self.apply_bank(x, self.weight_bank(T))
         W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
         S, B = T.shape[0], x.shape[0]

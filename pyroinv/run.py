@@ -33,6 +33,7 @@ from .config import Config
 from .data import describe, load_dataset
 from .errors import ConfigError, PyroinvError, one_line
 from .evaluate import classification_metrics, elbo_per_datapoint, evaluate
+from .methods import method
 from .train import Trainer
 
 log = logging.getLogger("pyroinv")
@@ -162,7 +163,7 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
              trainer.steps_per_epoch)
     every = checkpoint_every or trainer.steps_per_epoch
     # -loss/N is the ELBO per data point under VI; under MAP the log joint, under ML the log-likelihood
-    objective = {"vi": "ELBO/N", "map": "logjoint/N", "ml": "loglik/N", "augerino": "loglik+reward/N"}[cfg.inference]
+    objective = method(cfg.inference).objective
     stop = {"signal": None}
 
     def handler(signum, _frame):
@@ -218,6 +219,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
     from .plots import plot_curves, plot_eta, plot_filter_banks
 
     cfg = trainer.cfg
+    m = method(cfg.inference)
     t0 = time.perf_counter()
     model, guide = trainer.model, trainer.guide
     torch.manual_seed(cfg.seed + 1)
@@ -233,7 +235,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
     results = {
         "dataset": cfg.dataset, "invariance": cfg.invariance, "network": cfg.network, "inference": cfg.inference,
         "test_accuracy": test["accuracy"], "test_nll": test["nll"],
-        "elbo_per_datapoint": elbo["elbo_per_datapoint"] if cfg.inference == "vi" else None,
+        "elbo_per_datapoint": elbo["elbo_per_datapoint"] if m.reports_elbo else None,
         "train_loglik_per_datapoint": elbo["loglik_per_datapoint"],
         "eta": [float(v) for v in eta], "eta_human": lie.to_human(eta, inv.image_size),
         "learned_invariance": inv.describe(), "steps": trainer.step, "train_size": trainer.num_data,
@@ -243,10 +245,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
     records = read_jsonl(out / METRICS)
     if records:
         plot_eta(records, inv.active, out / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
-        label = {"vi": "ELBO / N (minibatch estimate)", "map": "log joint / N", "ml": "log-likelihood / N",
-                 "augerino": "log-likelihood / N + width reward"}
-        plot_curves(records, out / "curves.png", objective=label[cfg.inference])
-    if model.features.is_image and model.features.augment == "weights":  # Augerino warps inputs, not filters
+        plot_curves(records, out / "curves.png", objective=m.objective_label)
+    if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
         plot_filter_banks(model.features, out / "filters.png")
     save_inference_data(idata, out / "posterior.nc")
     results["eval_wall_time_s"] = time.perf_counter() - t0
@@ -255,7 +255,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
         return results
     print(f"\nlearned invariance: {inv.describe()}")
     line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
-    print(line + (f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if cfg.inference == "vi" else ""))
+    print(line + (f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""))
     print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
     print(readable_summary(idata).to_string())
     written = sorted(p.name for p in out.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))

@@ -23,7 +23,7 @@ import torch
 from .build import build_elbo, build_model, resolve_device
 from .config import Config
 from .data.splits import Split
-from .guides import ClassCholeskyGuide
+from .methods import method
 
 
 class Trainer:
@@ -117,10 +117,8 @@ class Trainer:
         ELBO rewards invariance keeps ``q_scale`` near 1 and KL/N at hundredths.
         """
         out = dict(self.guide.diagnostics())
-        if isinstance(self.guide, ClassCholeskyGuide):
-            prior = self.model.prior(device=self.device)
-            out["kl_per_datapoint"] = float(torch.distributions.kl_divergence(self.guide.distribution(), prior).sum()) \
-                / self.num_data
+        if method(self.cfg.inference).bayesian:
+            out["kl_per_datapoint"] = float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
         return out
 
     def eta(self) -> torch.Tensor:

@@ -1,2 +1,2 @@
-"""Baselines beside the invariant network: a sparse GP (:mod:`.sgpr`). The plain MLP is
-``--invariance none``; the Augerino-style input augmentation is ``--inference augerino``."""
+"""Baselines beside the invariant network: a sparse GP (:mod:`.sgpr`) and the input augmentation of
+Augerino (:mod:`.augerino`, ``--inference augerino``). The plain MLP is ``--invariance none``."""

@@ -7,14 +7,14 @@ import torch
 from pyroinv.build import build_elbo, build_model
 from pyroinv.config import Config
 from pyroinv.invariance import Invariance
-from pyroinv.networks import InvariantFeatures
+from pyroinv.baselines.augerino import InputAugmentedFeatures
 from pyroinv.run import run_experiment
 from pyroinv.warp import warp_images
 from tests.test_run import tiny_config
 
 
 def _features(shape, **kw):
-    return InvariantFeatures(shape, Invariance("rotation", init=0.7), hidden=8, augment="inputs", **kw)
+    return InputAugmentedFeatures(shape, Invariance("rotation", init=0.7), hidden=8, **kw)
 
 
 def test_input_augmentation_transforms_the_inputs_not_the_weights():

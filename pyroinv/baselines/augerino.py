@@ -1,0 +1,47 @@
+"""Input-space augmentation (Augerino, Benton et al. 2020): the baseline against which weight-space invariance
+is compared.
+
+Where the paper's :class:`~pyroinv.networks.InvariantFeatures` warps the *weights* (``phi(W1 T_i x)`` computed as
+``phi((W1 o T_i) x)``), Augerino transforms the *inputs*: every image is resampled at ``T_i p`` (bilinear, zeros
+outside; no blur, nothing is warped on the weights) and every 2-D point is mapped to ``T_i x``,
+
+    phi_i(x) = phi(W1 (T_i x) + b1),   i = 1..S.
+
+The method (:data:`pyroinv.methods.AUGERINO`) puts these features under a point ``W2`` and the loss
+``CE - width_weight * ||eta||_2``.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..networks import InvariantFeatures
+from ..warp import warp_images
+
+
+class InputAugmentedFeatures(InvariantFeatures):
+    """``phi(W1 T_i x)`` with ``T_i`` applied to the inputs; same arguments as :class:`InvariantFeatures`."""
+
+    #: the transforms act on the inputs, so there are no warped filters to plot
+    warps_weights = False
+
+    def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The weights as they are, and ``T``, which :meth:`apply_bank` applies to the inputs."""
+        return self.W1.unsqueeze(0), self.b1.unsqueeze(0), T
+
+    def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        W, b, T = bank
+        return self.activation(self.transformed_pre_activations(x, W[0], b[0], T))
+
+    def transformed_pre_activations(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor,
+                                    T: torch.Tensor) -> torch.Tensor:
+        """``W1 (T_i x) + b1``, shape ``(S, B, H)``."""
+        S, B = T.shape[0], x.shape[0]
+        if self.is_image:
+            xs = warp_images(x.repeat(S, 1, 1, 1), T.repeat_interleave(B, 0)).reshape(S, B, -1)
+        else:
+            xs = torch.einsum("sij,bj->sbi", T[:, :2, :2], x) + T[:, :2, 2].unsqueeze(1)
+        return torch.matmul(xs, W.T) + b
+
+    def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
+        """Features ``(S, B, H + 1)``; ``path`` (how a weight warp is applied) does not apply here."""
+        return self.apply_bank(x, self.weight_bank(T))
