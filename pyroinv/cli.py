@@ -191,7 +191,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``svi_train.py``: parse arguments, run, print results; one-line errors."""
-    from .run import Interrupted, run_experiment
+    from .experiment import Interrupted, run_experiment
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = train_parser().parse_args(argv)
@@ -234,7 +234,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     """``evaluate.py``: accuracy, NLL and the learned invariance of a saved run on a data set."""
     import json
 
-    from .run import evaluate_run
+    from .analysis import evaluate_run
 
     args = evaluate_parser().parse_args(argv)
     setup_logging()

@@ -4,9 +4,15 @@ The posterior predictive averages probabilities over L draws ``W2 ~ q`` and S
 transforms (one set of transforms, drawn once, so the warped weight bank is
 computed once for the whole data set):
 
-    p(y | x) ~= (1 / (L S)) sum_l sum_i softmax(W2^(l) phi(W1 T_i x))_y.
+    p(y | x) ~= (1 / L) sum_l f_hat(x; W2^(l))_y,   f_hat the transform average of ``model.average``.
+
+:func:`posterior_predictive` makes the one pass over the test set; the test metrics of a run and its
+ArviZ file (:mod:`pyroinv.arviz_export`) are both read off its result.
 """
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 
@@ -35,6 +41,46 @@ def classification_metrics(log_probs: torch.Tensor, y: torch.Tensor) -> dict[str
     acc = (log_probs.argmax(-1) == y).float().mean().item()
     nll = -log_probs.gather(1, y.unsqueeze(1)).mean().item()
     return {"accuracy": acc, "nll": nll}
+
+
+@dataclass
+class PosteriorPredictive:
+    """One pass of the posterior predictive over a test set (tensors on the CPU).
+
+    Attributes:
+        W2: ``(L, K, D)``, the draws used.
+        per_draw: ``(L, N, K)``, ``log f_hat(x_n; W2^(l))`` of every draw.
+        log_probs: ``(N, K)``, the posterior predictive ``log (1/L) sum_l f_hat(x_n; W2^(l))``.
+        y: ``(N,)``, the labels.
+    """
+
+    W2: torch.Tensor
+    per_draw: torch.Tensor
+    log_probs: torch.Tensor
+    y: torch.Tensor
+
+    def metrics(self) -> dict[str, float]:
+        """Test accuracy and NLL of the predictive."""
+        return classification_metrics(self.log_probs, self.y)
+
+    def pointwise_log_likelihood(self) -> torch.Tensor:
+        """``(L, N)``: ``log p(y_n | x_n, W2^(l))`` of the true labels."""
+        return self.per_draw.gather(2, self.y.view(1, -1, 1).expand(self.per_draw.shape[0], -1, 1))[..., 0]
+
+
+@torch.no_grad()
+def posterior_predictive(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, draws: int = 8,
+                         batch_size: int = 500) -> PosteriorPredictive:
+    """``draws`` draws of ``W2`` (one for a point guide), then one set of S transforms, over ``(x, y)``."""
+    W2 = posterior_draws(guide, draws)
+    L = W2.shape[0]
+    bank = model.features.weight_bank(model.sample_transforms())
+    per_draw = []
+    for i in range(0, x.shape[0], batch_size):
+        feats = model.features.apply_bank(x[i:i + batch_size], bank)                   # (S, B, D)
+        per_draw.append(torch.stack([mc_log_predictive(feats, W2[l], model.average) for l in range(L)]).cpu())
+    per = torch.cat(per_draw, 1)                                                        # (L, N, K)
+    return PosteriorPredictive(W2.cpu(), per, torch.logsumexp(per, 0) - math.log(L), y.cpu())
 
 
 @torch.no_grad()
@@ -69,8 +115,8 @@ def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Ten
 def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Tensor, draws: int = 8,
              batch_size: int = 500) -> dict[str, float]:
     """Test accuracy and NLL of the posterior predictive (``draws`` W2 draws x S transforms)."""
-    W2 = posterior_draws(guide, draws)
-    return classification_metrics(predictive_log_probs(model, W2, x_test, batch_size=batch_size), y_test)
+    return posterior_predictive(model, guide, x_test, y_test, draws, batch_size).metrics()
 
 
-__all__ = ["posterior_draws", "predictive_log_probs", "classification_metrics", "elbo_per_datapoint", "evaluate"]
+__all__ = ["PosteriorPredictive", "posterior_draws", "posterior_predictive", "predictive_log_probs",
+           "classification_metrics", "elbo_per_datapoint", "evaluate"]

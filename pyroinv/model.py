@@ -133,7 +133,6 @@ class InvariantBNN(PyroModule):
         with w2_plates(self.num_classes, draws):
             W2 = pyro.sample("W2", self.prior(device=x.device))
         logp = self.log_predictive(x, W2, paired=draws > 1)
-        self.last_log_predictive = logp.detach()  # the training-batch NLL is logged from this
         batch = x.shape[0]
         with pyro.plate("data", num_data or batch, subsample=torch.arange(batch, device=x.device)):
             pyro.sample("y", dist.Categorical(logits=logp), obs=y)

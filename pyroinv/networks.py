@@ -93,8 +93,6 @@ class InvariantFeatures(PyroModule):
         if network not in NETWORKS:
             raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
         self.input_shape = tuple(input_shape)
-        # saved with the state dict so that a checkpoint says which inputs it expects
-        self.register_buffer("_input_shape", torch.tensor(self.input_shape), persistent=True)
         self.is_image = len(self.input_shape) == 3
         if not self.is_image and self.input_shape != (2,):
             raise ConfigError(f"inputs of shape {self.input_shape} are neither images (C, H, W) nor 2-D coordinates")

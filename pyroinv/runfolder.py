@@ -90,6 +90,12 @@ class RunFolder:
         """Whether the folder holds a checkpoint to resume from (the latest or the one before it)."""
         return (self / CHECKPOINT).exists() or (self / PREVIOUS_CHECKPOINT).exists()
 
+    def require_run(self) -> None:
+        """Refuse a folder that holds no trained run (one-line :class:`ConfigError`)."""
+        if not (self / CONFIG).exists() or not self.has_checkpoint():
+            raise ConfigError(f"{self.path} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of "
+                              f"a training run")
+
     def is_finished(self) -> bool:
         return (self / RESULTS).exists()
 
@@ -194,9 +200,7 @@ def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: t
     from .build import build_model
 
     folder = RunFolder(out)
-    if not (folder / CONFIG).exists() or not folder.has_checkpoint():
-        raise ConfigError(f"{folder.path} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a "
-                          f"training run")
+    folder.require_run()
     cfg = Config.from_dict(folder.config())
     state, _ = folder.load_checkpoint(device)
     shape, num_classes = _shape_and_classes(folder, state, input_shape, cfg.dataset)

@@ -19,11 +19,34 @@ from typing import Iterator
 
 import pyro
 import torch
+from pyro.poutine.messenger import Messenger
 
 from .build import build_elbo, build_model, resolve_device
 from .config import Config
 from .data.splits import Split
 from .methods import method
+
+
+class ObservedSite(Messenger):
+    """Keeps the distribution and value of the observed sample site ``name`` of the last model run inside it, so
+    that the training-batch NLL is read off the ELBO's own pass: ``with ObservedSite("y") as s: loss = ...``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.fn: pyro.distributions.Distribution | None = None
+        self.value: torch.Tensor | None = None
+
+    def _pyro_post_sample(self, msg: dict) -> None:
+        if msg["name"] == self.name and msg["is_observed"]:
+            self.fn, self.value = msg["fn"], msg["value"]
+
+    @torch.no_grad()
+    def log_prob(self) -> torch.Tensor:
+        """``log p(y_b | ...)`` of every observed value, as the model saw it (unscaled)."""
+        if self.fn is None:
+            raise RuntimeError(f"no observed site {self.name!r} ran inside this ObservedSite")
+        return self.fn.log_prob(self.value)
 
 
 class Trainer:
@@ -92,12 +115,12 @@ class Trainer:
         idx = self.batch_indices(self.step)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.x_train[idx], self.y_train[idx], num_data=self.num_data)
+        with ObservedSite("y") as y_site:
+            loss = self.loss_fn(self.x_train[idx], self.y_train[idx], num_data=self.num_data)
         loss.backward()
         self.optimizer.step()
         self.scheduler.step()
-        logp = self.model.last_log_predictive
-        self.last_batch_nll = -logp.gather(1, self.y_train[idx].unsqueeze(1)).mean().item()
+        self.last_batch_nll = -y_site.log_prob().mean().item()
         self.step += 1
         self.wall_time += time.perf_counter() - t0
         return {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch, "loss": loss.item(),

@@ -27,7 +27,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the W2 draws and transforms (the same for every value)")
     args = p.parse_args()
     setup_logging()
-    from pyroinv.run import eta_profile
+    from pyroinv.analysis import eta_profile
 
     try:
         rows = eta_profile(args.run, args.values, generator=GENERATOR_NAMES.index(args.generator),

@@ -14,10 +14,10 @@ import torch
 
 from pyroinv.checkpoint import load_checkpoint, read_jsonl, save_checkpoint
 from pyroinv.cli import train_main
-from pyroinv.run import TrainingDiverged, run_experiment
+from pyroinv.experiment import TrainingDiverged, run_experiment
 from pyroinv.train import Trainer
 
-from .test_run import ROOT, TINY, tiny_config
+from .test_experiment import ROOT, TINY, tiny_config
 
 
 def _params(run: Path) -> dict:

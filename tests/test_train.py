@@ -50,3 +50,22 @@ def test_fixed_eta_has_no_group_and_diagnostics_report_the_regime():
     assert d["mu_norm"] == 0.0 and d["kl_per_datapoint"] == pytest.approx(0.0, abs=1e-6)
     d = _trainer(inference="map").diagnostics()
     assert set(d) == {"mu_norm"}
+
+
+def test_observed_site_reads_the_batch_nll_off_the_elbo_pass():
+    """The logged training NLL is the model's own ``log p(y | x)`` of the batch, read inside the ELBO's pass."""
+    import pyro.distributions as dist
+    import pyro
+
+    from pyroinv.train import ObservedSite
+
+    logits = torch.randn(5, 3)
+    y = torch.tensor([0, 1, 2, 0, 1])
+
+    def model():
+        with pyro.plate("data", 100, subsample=torch.arange(5)):
+            pyro.sample("y", dist.Categorical(logits=logits), obs=y)
+
+    with ObservedSite("y") as site:
+        pyro.infer.Trace_ELBO().loss(model, lambda: None)
+    assert torch.allclose(site.log_prob(), torch.log_softmax(logits, -1)[torch.arange(5), y])

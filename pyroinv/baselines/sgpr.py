@@ -23,7 +23,8 @@ import torch
 from ..checkpoint import write_json
 from ..data import describe, load_dataset
 from ..errors import ConfigError
-from ..run import versions
+from .. import lie
+from ..runfolder import RunFolder, RunResults
 
 
 @dataclass
@@ -84,7 +85,7 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
     """Train and evaluate; write ``config.json``, ``metrics.jsonl`` and ``results.json`` into ``out``."""
     cfg.validate()
     out = Path(out)
-    if (out / "results.json").exists():
+    if RunFolder(out).is_finished():
         raise ConfigError(f"--out {out} already holds a run; choose a new --out")
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed)
@@ -126,18 +127,15 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
     t1 = time.perf_counter()
     mean = predict(model, x_test)
     acc = (mean.argmax(1) == y_test).double().mean().item()
-    results = {
-        "dataset": cfg.dataset, "invariance": "none", "network": "sgpr", "inference": "sgpr",
-        "test_accuracy": acc, "test_nll": None, "elbo_per_datapoint": None,
-        "sgpr_bound_per_datapoint": -loss.item() / (x.shape[0] * n_outputs),
-        "eta": [0.0] * 6, "eta_human": {"translate_x_px": 0.0, "translate_y_px": 0.0, "rotation_deg": 0.0,
-                                        "scale_x_factor": 1.0, "scale_y_factor": 1.0, "shear": 0.0},
-        "learned_invariance": "no invariance", "steps": cfg.steps, "train_size": int(x.shape[0]),
-        "test_size": int(x_test.shape[0]), "train_wall_time_s": train_time, "device": "cpu",
-        "versions": versions(), "inducing": cfg.inducing, "lengthscale": model.kernel.lengthscale.item(),
-        "noise": model.noise.item(), "eval_wall_time_s": time.perf_counter() - t1,
-    }
-    write_json(out / "results.json", results)
+    no_eta = torch.zeros(6)
+    results = RunFolder(out).write_results(RunResults(
+        dataset=cfg.dataset, invariance="none", network="sgpr", inference="sgpr",
+        test_accuracy=acc, test_nll=None, elbo_per_datapoint=None, train_loglik_per_datapoint=None,
+        eta=no_eta.tolist(), eta_human=lie.to_human(no_eta, None), learned_invariance="no invariance",
+        steps=cfg.steps, train_size=int(x.shape[0]), test_size=int(x_test.shape[0]), train_wall_time_s=train_time,
+        eval_wall_time_s=time.perf_counter() - t1, device="cpu",
+        extra={"sgpr_bound_per_datapoint": -loss.item() / (x.shape[0] * n_outputs), "inducing": cfg.inducing,
+               "lengthscale": model.kernel.lengthscale.item(), "noise": model.noise.item()}))
     report(f"SGPR ({cfg.inducing} inducing points): test accuracy {100 * acc:.2f}%  results in {out}/")
     return results
 

@@ -8,9 +8,9 @@ from pyroinv.build import build_elbo, build_model
 from pyroinv.config import Config
 from pyroinv.invariance import Invariance
 from pyroinv.baselines.augerino import InputAugmentedFeatures
-from pyroinv.run import run_experiment
+from pyroinv.experiment import run_experiment
 from pyroinv.warp import warp_images
-from tests.test_run import tiny_config
+from tests.test_experiment import tiny_config
 
 
 def _features(shape, **kw):

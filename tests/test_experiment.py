@@ -10,7 +10,7 @@ import torch
 
 from pyroinv.checkpoint import load_checkpoint, read_jsonl
 from pyroinv.config import Config
-from pyroinv.run import run_experiment
+from pyroinv.experiment import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--dataset", "mnist-rot", "--train-size", "120", "--test-size", "60", "--hidden", "16", "--samples", "4",
@@ -40,7 +40,7 @@ def script_run(tmp_path_factory, cache_dir, mnist):
 
 def test_script_writes_every_output(script_run):
     out, proc = script_run
-    for name in ("config.json", "metrics.jsonl", "checkpoint.pt", "results.json", "eta.png", "curves.png",
+    for name in ("config.json", "meta.json", "metrics.jsonl", "checkpoint.pt", "results.json", "eta.png", "curves.png",
                  "filters.png", "posterior.nc"):
         assert (out / name).stat().st_size > 0, name
     assert "learned invariance: rotation ±" in proc.stdout
@@ -197,7 +197,7 @@ def test_plot_eta_runs_script(script_run, tmp_path):
 
 def test_run_or_load_trains_once_resumes_and_refuses_other_settings(tmp_path, cache_dir):
     from pyroinv.errors import ConfigError
-    from pyroinv.run import run_or_load
+    from pyroinv.experiment import run_or_load
 
     cfg = tiny_config()
     out = tmp_path / "r"
