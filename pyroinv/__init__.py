@@ -14,9 +14,9 @@ pyro.settings.set(module_local_params=True)
 
 __version__ = "0.1.0"
 
-from .analysis import eta_profile, evaluate_run  # noqa: E402
+from .run.analysis import eta_profile, evaluate_run  # noqa: E402
 from .config import Config  # noqa: E402
-from .experiment import run_experiment, run_or_load  # noqa: E402
-from .runfolder import load_run  # noqa: E402
+from .run.experiment import run_experiment, run_or_load  # noqa: E402
+from .run.folder import load_run  # noqa: E402
 
 __all__ = ["Config", "eta_profile", "evaluate_run", "load_run", "run_experiment", "run_or_load"]

@@ -12,14 +12,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import lie
+from .model import lie
 from .config import DEVICES, ELBOS, SAMPLINGS, Config
-from .estimators import ESTIMATORS
-from .model import AVERAGES
+from .model.estimators import ESTIMATORS
+from .model.bnn import AVERAGES
 from .errors import ConfigError, PyroinvError
-from .methods import METHODS, method
-from .networks import NETWORKS
-from .runtime import keep_freed_memory
+from .inference.methods import METHODS, method
+from .model.networks import NETWORKS
+from .run.runtime import keep_freed_memory
 
 EXIT_USAGE = 2
 
@@ -181,7 +181,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
     A given flag that differs from the saved value is then reported by the run as a mismatch.
     """
-    from .checkpoint import read_config
+    from .run.checkpoint import read_config
 
     saved = read_config(out / "config.json")
     names = {f.name for f in fields(Config)}
@@ -191,7 +191,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``svi_train.py``: parse arguments, run, print results; one-line errors."""
-    from .experiment import Interrupted, run_experiment
+    from .run.experiment import Interrupted, run_experiment
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = train_parser().parse_args(argv)
@@ -234,7 +234,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     """``evaluate.py``: accuracy, NLL and the learned invariance of a saved run on a data set."""
     import json
 
-    from .analysis import evaluate_run
+    from .run.analysis import evaluate_run
 
     args = evaluate_parser().parse_args(argv)
     setup_logging()

@@ -5,12 +5,12 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from . import lie
+from .model import lie
 from .errors import ConfigError
-from .estimators import ESTIMATORS
-from .methods import METHODS
-from .model import AVERAGES
-from .networks import NETWORKS
+from .model.estimators import ESTIMATORS
+from .inference.methods import METHODS
+from .model.bnn import AVERAGES
+from .model.networks import NETWORKS
 
 ELBOS = ("trace", "closed-form")
 SAMPLINGS = ("stochastic", "deterministic")
@@ -25,7 +25,7 @@ class Config:
 
     * ``estimator="local"``: the expected log-likelihood with a fresh ``W2`` draw per example, an unbiased
       estimate of the same ELBO as the paper's one draw per batch (``"shared"``) with 6-60x less gradient
-      variance (:mod:`pyroinv.estimators`); ``average="logits"``: Appendix A's reading, the logits averaged
+      variance (:mod:`pyroinv.model.estimators`); ``average="logits"``: Appendix A's reading, the logits averaged
       over the transforms inside the softmax (better bound, accuracy and invariance than averaging
       probabilities, eq. (f-estimate) of the main text, on the cpu protocol at three seeds).
     * ``mean_lr = eta_lr = 0.05``: Adam's rate for ``mu`` (or the point ``W2``) and for ``eta``, a deviation
@@ -37,13 +37,13 @@ class Config:
       unbounded ``eta_rot`` passes 180° and covers the circle twice).
     * ``w1_init_scale=0.15``: ``W1`` started at 0.15 x Xavier, so that ``||phi|| ~ 1`` and q's noise at
       ``L = I`` is about one nat of logit rather than seven.
-    * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.lie.SMALL_START`: ±5° for
+    * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.model.lie.SMALL_START`: ±5° for
       rotation) are not stated in the paper.
 
     ``init_eta`` / ``fixed_eta`` are in human units: degrees for rotation, pixels for
     translation, log-scale for scale and shear (for ``affine``, each generator in its unit).
     ``init_eta`` may also list one value per active generator, in the order of
-    :data:`pyroinv.lie.GENERATOR_NAMES` (e.g. affine: x px, y px, degrees, log-scale x, y, shear).
+    :data:`pyroinv.model.lie.GENERATOR_NAMES` (e.g. affine: x px, y px, degrees, log-scale x, y, shear).
     ``guide_init_scale`` is the initial diagonal of the guide's Cholesky factors (paper: 1,
     i.e. ``L = I``).
     ``inference="augerino"`` is the Augerino-style baseline (Benton et al., 2020): the transforms act

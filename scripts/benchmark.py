@@ -7,7 +7,7 @@
     python scripts/benchmark.py --compile       # and the pyroinv step under torch.compile
 
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
-on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.runtime.keep_freed_memory() (as the training scripts do) unless
+on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory() (as the training scripts do) unless
 --default-malloc is given.
 """
 import argparse
@@ -25,8 +25,8 @@ from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int  # noqa: E402
 def measure(args) -> dict:
     import torch
 
-    from pyroinv.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
-    from pyroinv.runtime import keep_freed_memory
+    from pyroinv.inference.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
+    from pyroinv.run.runtime import keep_freed_memory
 
     if not args.default_malloc:
         keep_freed_memory()
@@ -114,7 +114,7 @@ def main() -> int:
     p.add_argument("--threads", type=pos_int, default=2, help="torch threads (CPU)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
     p.add_argument("--default-malloc", action="store_true",
-                   help="leave the C allocator's settings alone (see pyroinv.runtime)")
+                   help="leave the C allocator's settings alone (see pyroinv.run.runtime)")
     p.add_argument("--profile", action="store_true",
                    help="also print torch.profiler's operator table of every pyroinv training step measured")
     p.add_argument("--compile", action="store_true",
@@ -131,7 +131,7 @@ def main() -> int:
         args.n_test, args.repeats = 200, 2
     import torch
 
-    from pyroinv.build import resolve_device
+    from pyroinv.inference.build import resolve_device
     from pyroinv.errors import ConfigError
 
     try:
@@ -142,7 +142,7 @@ def main() -> int:
     if args.single:
         print(json.dumps(measure(args)))
         return 0
-    from pyroinv.benchmark import COMPILED, PATHS
+    from pyroinv.inference.benchmark import COMPILED, PATHS
 
     paths = PATHS + ((COMPILED,) if args.compile else ())
 
@@ -154,7 +154,7 @@ def main() -> int:
     threads = "" if args.device == "cuda" else f", {args.threads} threads"
     print(f"{describe_device(args.device)}; torch {torch.__version__}{threads}; H={args.hidden}, S={args.samples}, "
           f"28x28 inputs; median of {args.repeats}; "
-          f"{'default malloc' if args.default_malloc else 'freed memory kept (pyroinv.runtime)'}")
+          f"{'default malloc' if args.default_malloc else 'freed memory kept (pyroinv.run.runtime)'}")
     print(f"\ntraining step (forward + backward of the network's log-likelihood; seconds, {memory})\n")
     compiled_ratio = " pyroinv / compiled |" if args.compile else ""
     print("| network | batch | " + " | ".join(paths) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |"

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyroinv.cli import OneLineParser, pos_float, pos_int, setup_logging  # noqa: E402
 from pyroinv.errors import PyroinvError  # noqa: E402
-from pyroinv.model import AVERAGES  # noqa: E402
+from pyroinv.model.bnn import AVERAGES  # noqa: E402
 
 
 def main() -> int:
@@ -37,7 +37,7 @@ def main() -> int:
     setup_logging()
     from pyroinv.config import Config
     from pyroinv.data import load_dataset
-    from pyroinv.estimator_check import compare_estimators
+    from pyroinv.inference.estimator_check import compare_estimators
 
     try:
         if args.repeats < 2:

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyroinv.cli import OneLineParser, any_float, pos_int, setup_logging  # noqa: E402
 from pyroinv.errors import PyroinvError  # noqa: E402
-from pyroinv.lie import GENERATOR_NAMES  # noqa: E402
+from pyroinv.model.lie import GENERATOR_NAMES  # noqa: E402
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the W2 draws and transforms (the same for every value)")
     args = p.parse_args()
     setup_logging()
-    from pyroinv.analysis import eta_profile
+    from pyroinv.run.analysis import eta_profile
 
     try:
         rows = eta_profile(args.run, args.values, generator=GENERATOR_NAMES.index(args.generator),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.report import markdown_table  # noqa: E402
+from pyroinv.run.report import markdown_table  # noqa: E402
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:

@@ -49,7 +49,7 @@ def test_cuda_without_cuda(capsys, tmp_path, monkeypatch):
 def test_one_initial_eta_per_generator():
     import math
 
-    from pyroinv.build import initial_eta
+    from pyroinv.inference.build import initial_eta
     from pyroinv.cli import config_from_args, train_parser
 
     cfg = config_from_args(train_parser().parse_args(["--invariance", "affine", "--init-eta", "0.5", "1", "5", "0.05",

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pyroinv.checkpoint import read_json
+from pyroinv.run.checkpoint import read_json
 from pyroinv.cli import train_main, train_parser
 from pyroinv.data import validate_arrays
 from pyroinv.errors import DataError
@@ -215,7 +215,7 @@ def test_any_command_line_parses_to_a_valid_config_or_one_line(numbers, choices)
 def finished_run(tmp_path_factory, cache_dir, mnist):
     """One tiny run on real MNIST, stopped after its second epoch's checkpoint so it can be resumed."""
     from pyroinv.config import Config
-    from pyroinv.experiment import run_experiment
+    from pyroinv.run.experiment import run_experiment
 
     out = tmp_path_factory.mktemp("props") / "run"
     cfg = Config(dataset="mnist", train_size=40, test_size=20, hidden=4, samples=2, epochs=3, batch_size=8,

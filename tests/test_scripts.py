@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from .test_experiment import ROOT
+from .run.test_experiment import ROOT
 
 
 def _script(name, args, cache_dir):

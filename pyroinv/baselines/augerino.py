@@ -1,21 +1,21 @@
 """Input-space augmentation (Augerino, Benton et al. 2020): the baseline against which weight-space invariance
 is compared.
 
-Where the paper's :class:`~pyroinv.networks.InvariantFeatures` warps the *weights* (``phi(W1 T_i x)`` computed as
+Where the paper's :class:`~pyroinv.model.networks.InvariantFeatures` warps the *weights* (``phi(W1 T_i x)`` computed as
 ``phi((W1 o T_i) x)``), Augerino transforms the *inputs*: every image is resampled at ``T_i p`` (bilinear, zeros
 outside; no blur, nothing is warped on the weights) and every 2-D point is mapped to ``T_i x``,
 
     phi_i(x) = phi(W1 (T_i x) + b1),   i = 1..S.
 
-The method (:data:`pyroinv.methods.AUGERINO`) puts these features under a point ``W2`` and the loss
+The method (:data:`pyroinv.inference.methods.AUGERINO`) puts these features under a point ``W2`` and the loss
 ``CE - width_weight * ||eta||_2``.
 """
 from __future__ import annotations
 
 import torch
 
-from ..networks import InvariantFeatures
-from ..warp import warp_images
+from ..model.networks import InvariantFeatures
+from ..model.warp import warp_images
 
 
 class InputAugmentedFeatures(InvariantFeatures):

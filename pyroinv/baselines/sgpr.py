@@ -20,11 +20,11 @@ import pyro
 import pyro.contrib.gp as gp
 import torch
 
-from ..checkpoint import write_json
+from ..run.checkpoint import write_json
 from ..data import describe, load_dataset
 from ..errors import ConfigError
-from .. import lie
-from ..runfolder import RunFolder, RunResults
+from ..model import lie
+from ..run.folder import RunFolder, RunResults
 
 
 @dataclass

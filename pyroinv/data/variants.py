@@ -18,7 +18,7 @@ variant        per-image transform of the content
 =============  ================================================================
 
 The content transform is ``A = Translate(dx, dy) Rotate(theta) Scale(exp s)``
-(scale first) in the normalised coordinates of :mod:`pyroinv.warp` (x right,
+(scale first) in the normalised coordinates of :mod:`pyroinv.model.warp` (x right,
 y down, so a positive theta turns the content clockwise on screen); the image is
 resampled as ``out(p) = in(A^{-1} p)`` with bilinear interpolation, fill value 0
 (black) outside the source image, computed in float64 and rounded to uint8.
@@ -94,7 +94,7 @@ def apply_content_transform(images: np.ndarray, A: torch.Tensor, batch: int = 50
 
     uint8 images are rounded back to uint8; float images stay float32.
     """
-    from ..warp import warp_images
+    from ..model.warp import warp_images
 
     out = np.empty_like(images)
     Ainv = torch.linalg.inv(A)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .. import lie
+from ..model import lie
 from . import paper
 
 #: the earlier protocol's settings, on top of which the ``*-q0.05`` protocols sit

@@ -12,8 +12,8 @@ import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..checkpoint import read_json, read_jsonl
-from ..plots import plot_eta_panels
+from ..run.checkpoint import read_json, read_jsonl
+from ..run.plots import plot_eta_panels
 from .grids import PROTOCOLS, SGPR_PROTOCOLS, Cell, Table, tables
 
 LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mnist": "regular",

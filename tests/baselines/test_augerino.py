@@ -4,13 +4,13 @@ import math
 import pyro
 import torch
 
-from pyroinv.build import build_elbo, build_model
+from pyroinv.inference.build import build_elbo, build_model
 from pyroinv.config import Config
-from pyroinv.invariance import Invariance
+from pyroinv.model.invariance import Invariance
 from pyroinv.baselines.augerino import InputAugmentedFeatures
-from pyroinv.experiment import run_experiment
-from pyroinv.warp import warp_images
-from tests.test_experiment import tiny_config
+from pyroinv.run.experiment import run_experiment
+from pyroinv.model.warp import warp_images
+from tests.run.test_experiment import tiny_config
 
 
 def _features(shape, **kw):

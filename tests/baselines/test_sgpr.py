@@ -9,7 +9,7 @@ import torch
 
 from pyroinv.baselines.sgpr import SGPRConfig, initial_inducing, run_sgpr
 from pyroinv.errors import ConfigError
-from tests.test_experiment import ROOT
+from tests.run.test_experiment import ROOT
 
 
 @pytest.fixture(scope="module")

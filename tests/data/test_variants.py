@@ -6,7 +6,7 @@ import torch
 
 from pyroinv.data import Split, load_dataset, make_variant
 from pyroinv.data.variants import MAX_LOG_SCALE, MAX_SHIFT_PX, content_matrices, sample_parameters
-from pyroinv.warp import warp_images
+from pyroinv.model.warp import warp_images
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ from pyroinv.errors import ConfigError
 from pyroinv.reproduce import grids
 from pyroinv.reproduce.grids import network
 from pyroinv.reproduce.runner import Job, Runner, check_folder
-from pyroinv.experiment import run_experiment
-from tests.test_experiment import TINY
+from pyroinv.run.experiment import run_experiment
+from tests.run.test_experiment import TINY
 
 TINY_FLAGS = tuple(a for a in TINY[2:] if a not in ("--init-eta", "10"))  # TINY without --dataset/--init-eta
 
@@ -58,7 +58,7 @@ def test_driver_command_line(tmp_path):
     import subprocess
     import sys
 
-    from tests.test_experiment import ROOT
+    from tests.run.test_experiment import ROOT
 
     script = str(ROOT / "scripts" / "reproduce.py")
     bad = subprocess.run([sys.executable, script, "table9"], capture_output=True, text=True, timeout=120)

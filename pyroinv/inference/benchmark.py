@@ -1,0 +1,142 @@
+"""Timing of the ways to compute the weight-space invariant network (``scripts/benchmark.py``).
+
+Each *training step* here is the forward and backward pass of the network part of the loss,
+``-sum_n log f_hat(x_n)_{y_n}`` for one batch and one draw of ``W2``, with gradients for ``eta``,
+``W1`` (ReLU) and ``W2``; the guide and the optimiser cost the same on every path and are left out.
+
+* ``naive``: warp the S x H weight images with ``grid_sample`` (the paper's description);
+* ``input-aug``: warp every input S times with the inverse transforms (Augerino-style augmentation);
+* ``pyroinv``: :meth:`pyroinv.model.networks.InvariantFeatures.forward` with ``path="auto"``;
+* ``floor``: the matrix products and activations alone, with no warp: inputs already transformed
+  (an ``(S, B, D)`` leaf), with the gradient with respect to them that learning ``eta`` needs, so
+  the same three ``S B D H`` products as every other path (forward, ``dW1``, ``d input``).
+
+``pyroinv-compiled`` (only with ``--compile``): the pyroinv step with its loss (transforms, warp, features,
+Monte-Carlo log-likelihood) wrapped in ``torch.compile``; its first call, which compiles, is timed apart.
+
+``svi``: a whole training step, :meth:`pyroinv.inference.train.Trainer.train_step` (pyroinv's path inside).
+
+Evaluation throughput: images per second over a test set with a fixed set of S transforms, either
+re-warping the weights for every batch (naive) or warping them once (pyroinv).
+"""
+from __future__ import annotations
+
+import math
+import resource
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from ..model import lie
+from ..model.invariance import Invariance
+from ..model.bnn import mc_log_predictive
+from ..model.networks import InvariantFeatures
+from ..model.warp import warp_images
+
+PATHS = ("naive", "input-aug", "pyroinv", "floor")
+COMPILED = "pyroinv-compiled"
+
+
+def _setup(network: str, hidden: int, samples: int, batch: int, device: str = "cpu", seed: int = 0):
+    torch.manual_seed(seed)
+    inv = Invariance("rotation", init=math.radians(30.0), image_size=28)
+    feats = InvariantFeatures((1, 28, 28), inv, hidden=hidden, network=network).to(device)
+    x = torch.rand(batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    W2 = torch.randn(10, feats.num_features, device=device, requires_grad=True)
+    eps = lie.stochastic_eps(samples, inv.active, device=device)
+    return feats, inv, x, y, W2, eps
+
+
+def step_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
+                  batch: int = 128, device: str = "cpu") -> Callable[[], float]:
+    """A closure running one forward + backward pass on ``path``; returns the loss."""
+    feats, inv, x, y, W2, eps = _setup(network, hidden, samples, batch, device)
+
+    pre_transformed = x.reshape(1, batch, -1).repeat(samples, 1, 1).requires_grad_(True)
+
+    def features() -> torch.Tensor:
+        if path == "floor":
+            return feats.activation(torch.matmul(pre_transformed, feats.W1.T) + feats.b1)
+        if path == "input-aug":
+            T_inv = lie.transforms(inv.eta, -eps)  # expm(-A) = expm(A)^-1
+            xs = warp_images(x.repeat(samples, 1, 1, 1), T_inv.repeat_interleave(batch, 0))
+            return feats.activation(torch.matmul(xs.reshape(samples, batch, -1), feats.W1.T) + feats.b1)
+        return feats(x, lie.transforms(inv.eta, eps), path="weights" if path == "naive" else "auto")
+
+    def loss() -> torch.Tensor:
+        return -mc_log_predictive(features(), W2).gather(1, y.unsqueeze(1)).sum()
+
+    loss_fn = torch.compile(loss) if path == COMPILED else loss
+
+    def step() -> float:
+        feats.zero_grad(set_to_none=True)
+        W2.grad = None
+        pre_transformed.grad = None
+        value = loss_fn()
+        value.backward()
+        return value.item()
+
+    return step
+
+
+def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
+                      device: str = "cpu") -> Callable[[], dict]:
+    """One full training step of :class:`pyroinv.inference.train.Trainer` (Trace_ELBO with the model, the
+    Cholesky guide and fused Adam, the paper's defaults otherwise) on random 28x28 images."""
+    import numpy as np
+
+    from ..config import Config
+    from ..data.splits import Split
+    from .train import Trainer
+
+    rng = np.random.default_rng(0)
+    n = 4 * batch
+    data = Split("random", rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, n),
+                 rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10), 10)
+    cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0, epochs=1000)
+    return Trainer(cfg, data, device=device).train_step
+
+
+def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, device: str = "cpu") -> float:
+    """Median wall time of ``fn`` in seconds (on CUDA, after the device has finished its work)."""
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32, n_test: int = 10000,
+                  batch: int = 500, device: str = "cpu") -> Callable[[], None]:
+    """A closure predicting ``n_test`` images with S deterministic transforms (naive: warp per batch),
+    without autograd, as :mod:`pyroinv.inference.evaluate` does."""
+    feats, inv, _, _, W2, _ = _setup(network, hidden, samples, 1, device)
+    x = torch.rand(n_test, 1, 28, 28, device=device)
+    T = inv.sample_transforms(samples, "deterministic")
+    W2 = W2.detach()
+
+    @torch.no_grad()
+    def run() -> None:
+        bank = feats.weight_bank(T) if path == "pyroinv" else None
+        for i in range(0, n_test, batch):
+            b = feats.weight_bank(T) if bank is None else bank
+            mc_log_predictive(feats.apply_bank(x[i:i + batch], b), W2)
+
+    return run
+
+
+def peak_memory_mb(device: str = "cpu") -> float:
+    """Peak memory so far, in MiB: the process's resident size on the CPU (Linux ``ru_maxrss`` is in
+    KiB), or the most memory torch's allocator has held on a CUDA device."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

@@ -1,0 +1,70 @@
+"""Build the Pyro model, guide and ELBO of a :class:`~pyroinv.config.Config`."""
+from __future__ import annotations
+
+import pyro.infer
+import torch
+from pyro.nn import PyroModule
+
+from ..model import lie
+from ..config import Config
+from ..errors import ConfigError
+from ..model.invariance import Invariance
+from .methods import method
+from ..model.bnn import InvariantBNN
+
+
+def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
+    """Raw initial ``eta`` of the active generators from the human-unit ``init_eta``/``fixed_eta``."""
+    return [lie.from_human(k, v, image_size) for k, v in zip(lie.PRESETS[cfg.invariance], cfg.eta_human())]
+
+
+def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
+    """Refuse data the configuration cannot treat faithfully (one-line :class:`ConfigError`).
+
+    The transforms act in PyTorch's normalised coordinates, which are pixel-true only for square images:
+    on an ``H x W`` grid with ``H != W`` a "rotation" would also stretch the image and a translation's
+    pixels would differ per axis.
+    """
+    if len(input_shape) == 3 and input_shape[1] != input_shape[2] and cfg.invariance != "none":
+        raise ConfigError(f"--invariance {cfg.invariance} needs square images but these are {input_shape[1]} x "
+                          f"{input_shape[2]} pixels (in normalised coordinates a rotation of a non-square grid is also "
+                          f"a stretch); pad them to square, e.g. with numpy.pad, or use --invariance none")
+
+
+def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:
+    """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
+
+    The method (:mod:`pyroinv.inference.methods`) picks the prior, the guide and the feature map."""
+    m = method(cfg.inference)
+    image_size = input_shape[-1] if len(input_shape) == 3 else None
+    check_inputs(cfg, input_shape)
+    if cfg.sampling == "deterministic":
+        lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
+    invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
+                            constraint=cfg.eta_constraint, image_size=image_size)
+    features = m.features(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
+                          blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma, rff_lengthscale=cfg.rff_lengthscale,
+                          init_scale=cfg.w1_init_scale)
+    model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
+                         sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
+                         average=cfg.average, estimator=m.estimator(cfg.estimator))
+    guide = m.build_guide(num_classes, features.num_features, cfg.guide_init_scale, cfg.estimator)
+    return model, guide
+
+
+def build_elbo(cfg: Config) -> pyro.infer.ELBO:
+    """``Trace_ELBO`` (sampled KL) or ``TraceMeanField_ELBO`` (the closed-form KL of Appendix A)."""
+    if cfg.elbo == "trace":
+        return pyro.infer.Trace_ELBO()
+    if cfg.elbo == "closed-form":
+        return pyro.infer.TraceMeanField_ELBO()
+    raise ConfigError(f"unknown ELBO {cfg.elbo!r}; choose trace or closed-form")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when available; ``cuda`` without CUDA is a one-line error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda was asked for but CUDA is not available here; use --device cpu or auto")
+    return torch.device(name)

@@ -1,0 +1,122 @@
+"""Evaluation: posterior-predictive accuracy and NLL, and the ELBO per data point.
+
+The posterior predictive averages probabilities over L draws ``W2 ~ q`` and S
+transforms (one set of transforms, drawn once, so the warped weight bank is
+computed once for the whole data set):
+
+    p(y | x) ~= (1 / L) sum_l f_hat(x; W2^(l))_y,   f_hat the transform average of ``model.average``.
+
+:func:`posterior_predictive` makes the one pass over the test set; the test metrics of a run and its
+ArviZ file (:mod:`pyroinv.run.arviz_export`) are both read off its result.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from ..model.bnn import InvariantBNN, mc_log_predictive
+
+
+def posterior_draws(guide, num_draws: int) -> torch.Tensor:
+    """``(L, K, D)`` draws of ``W2`` from the guide (a point guide gives one)."""
+    return guide.posterior_sample(num_draws)
+
+
+@torch.no_grad()
+def predictive_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T: torch.Tensor | None = None,
+                         batch_size: int = 500) -> torch.Tensor:
+    """``log p(y | x)`` for every class, ``(N, K)``, under draws ``W2`` ``(L, K, D)``."""
+    T = model.sample_transforms() if T is None else T
+    bank = model.features.weight_bank(T)
+    out = [mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
+           for i in range(0, x.shape[0], batch_size)]
+    return torch.cat(out)
+
+
+@torch.no_grad()
+def classification_metrics(log_probs: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+    """Accuracy and mean negative log-likelihood of predictive log-probabilities."""
+    acc = (log_probs.argmax(-1) == y).float().mean().item()
+    nll = -log_probs.gather(1, y.unsqueeze(1)).mean().item()
+    return {"accuracy": acc, "nll": nll}
+
+
+@dataclass
+class PosteriorPredictive:
+    """One pass of the posterior predictive over a test set (tensors on the CPU).
+
+    Attributes:
+        W2: ``(L, K, D)``, the draws used.
+        per_draw: ``(L, N, K)``, ``log f_hat(x_n; W2^(l))`` of every draw.
+        log_probs: ``(N, K)``, the posterior predictive ``log (1/L) sum_l f_hat(x_n; W2^(l))``.
+        y: ``(N,)``, the labels.
+    """
+
+    W2: torch.Tensor
+    per_draw: torch.Tensor
+    log_probs: torch.Tensor
+    y: torch.Tensor
+
+    def metrics(self) -> dict[str, float]:
+        """Test accuracy and NLL of the predictive."""
+        return classification_metrics(self.log_probs, self.y)
+
+    def pointwise_log_likelihood(self) -> torch.Tensor:
+        """``(L, N)``: ``log p(y_n | x_n, W2^(l))`` of the true labels."""
+        return self.per_draw.gather(2, self.y.view(1, -1, 1).expand(self.per_draw.shape[0], -1, 1))[..., 0]
+
+
+@torch.no_grad()
+def posterior_predictive(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, draws: int = 8,
+                         batch_size: int = 500) -> PosteriorPredictive:
+    """``draws`` draws of ``W2`` (one for a point guide), then one set of S transforms, over ``(x, y)``."""
+    W2 = posterior_draws(guide, draws)
+    L = W2.shape[0]
+    bank = model.features.weight_bank(model.sample_transforms())
+    per_draw = []
+    for i in range(0, x.shape[0], batch_size):
+        feats = model.features.apply_bank(x[i:i + batch_size], bank)                   # (S, B, D)
+        per_draw.append(torch.stack([mc_log_predictive(feats, W2[l], model.average) for l in range(L)]).cpu())
+    per = torch.cat(per_draw, 1)                                                        # (L, N, K)
+    return PosteriorPredictive(W2.cpu(), per, torch.logsumexp(per, 0) - math.log(L), y.cpu())
+
+
+@torch.no_grad()
+def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500,
+                       T: torch.Tensor | None = None, num_data: int | None = None, draws: int = 1) -> dict[str, float]:
+    """ELBO / N on ``(x, y)``: ``(sum_n E_q[log f_hat(x_n)_{y_n}] - KL(q || p)) / N``.
+
+    One fresh draw of ``W2`` per batch and one set of S transforms per pass (each term stays
+    unbiased); ``draws`` passes are averaged (fresh transforms each unless ``T`` is given) to
+    lower the Monte-Carlo error of the log-likelihood term. For a point guide the KL is replaced
+    by ``-log p(W2_hat)`` (MAP; zero under the flat prior of maximum likelihood), and the value is
+    the (penalised) log-likelihood per data point, not a bound.
+
+    ``num_data``: the size N of the training set the model was fitted to, when ``x`` is a
+    subset of it (the log-likelihood is then averaged over the subset, the KL divided by N).
+    """
+    n = x.shape[0]
+    loglik = 0.0
+    for _ in range(draws):
+        bank = model.features.weight_bank(model.sample_transforms() if T is None else T)
+        for i in range(0, n, batch_size):
+            W2 = posterior_draws(guide, 1)[0]
+            logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
+            loglik += logp.gather(1, y[i:i + batch_size].unsqueeze(1)).sum().item() / draws
+    penalty = guide.regulariser(model.prior(device=x.device)).item()
+    N = num_data or n
+    return {"elbo_per_datapoint": loglik / n - penalty / N, "loglik_per_datapoint": loglik / n,
+            "kl_per_datapoint": penalty / N}
+
+
+@torch.no_grad()
+def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Tensor, draws: int = 8,
+             batch_size: int = 500) -> dict[str, float]:
+    """Test accuracy and NLL of the posterior predictive (``draws`` W2 draws x S transforms)."""
+    return posterior_predictive(model, guide, x_test, y_test, draws, batch_size).metrics()
+
+
+__all__ = ["PosteriorPredictive", "posterior_draws", "posterior_predictive", "predictive_log_probs",
+           "classification_metrics", "elbo_per_datapoint", "evaluate"]

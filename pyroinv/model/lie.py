@@ -1,0 +1,163 @@
+"""Affine Lie-algebra reparameterisation of transformations (paper §3.3, Appendix E).
+
+A transformation is ``T = expm(sum_i eps_i eta_i G_i)`` with the six generators of
+Appendix E, in its order: translate x, translate y, rotate, scale x, scale y, shear.
+``eps`` is either stochastic, ``eps ~ U[-1, 1]^k`` (reparameterised, so gradients
+reach ``eta``), or a deterministic grid of linearly spaced points (§3.4, a
+quadrature over the active generators).
+
+Units: the generators act on the normalised image coordinates of :mod:`pyroinv.model.warp`
+(``[-1, 1]`` across the image), so ``eta_rot`` is in radians (``pi`` = full
+rotational invariance), a translation ``eta`` of 1 is half the image width
+(``W / 2`` pixels) and a scale ``eta`` of ``s`` covers factors ``exp(-s) .. exp(s)``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence
+
+import torch
+
+from ..errors import ConfigError
+
+GENERATOR_NAMES: tuple[str, ...] = ("translate_x", "translate_y", "rotate", "scale_x", "scale_y", "shear")
+
+#: Where a learned invariance starts by default, in human units (degrees, pixels, log-scale), one value per
+#: generator of :data:`GENERATOR_NAMES`: near, not at, no invariance. At eta = 0 every transform is the
+#: identity and the objective's gradient with respect to eta is zero in expectation, so a generator started
+#: there can stay there; rotation starts at ±5° as in the paper's Table 1.
+SMALL_START: tuple[float, ...] = (0.5, 0.5, 5.0, 0.05, 0.05, 0.05)
+
+#: The invariance presets: which generators are active (indices into GENERATOR_NAMES).
+PRESETS: dict[str, tuple[int, ...]] = {
+    "none": (),
+    "rotation": (2,),
+    "translation": (0, 1),
+    "scale": (3, 4),
+    "affine": (0, 1, 2, 3, 4, 5),
+}
+
+#: Deterministic grids larger than this are refused (the curse of dimensionality of §3.5).
+MAX_GRID_POINTS = 4096
+
+
+def generators(dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+    """The six 3x3 generator matrices G_1..G_6 of Appendix E, shape ``(6, 3, 3)``."""
+    return _generators(dtype, torch.device(device) if device is not None else torch.device("cpu")).clone()
+
+
+@functools.lru_cache(maxsize=None)
+def _generators(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """One read-only copy per dtype and device (built once: ten small writes are ten kernel launches on a GPU)."""
+    G = torch.zeros(6, 3, 3, dtype=dtype, device=device)
+    G[0, 0, 2] = 1.0                      # translate x
+    G[1, 1, 2] = 1.0                      # translate y
+    G[2, 0, 1], G[2, 1, 0] = -1.0, 1.0    # rotate
+    G[3, 0, 0] = 1.0                      # scale x
+    G[4, 1, 1] = 1.0                      # scale y
+    G[5, 0, 1], G[5, 1, 0] = 1.0, 1.0     # shear
+    return G
+
+
+def transforms(eta: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+    """``T_i = expm(sum_k eps[i, k] eta[k] G_k)``, shape ``(S, 3, 3)``.
+
+    Args:
+        eta: ``(6,)`` invariance parameters (zero for inactive generators).
+        eps: ``(S, 6)`` noise in ``[-1, 1]``.
+    """
+    A = torch.einsum("sk,kij->sij", eps * eta, _generators(eta.dtype, eta.device))
+    if A.device.type == "cpu":
+        return torch.linalg.matrix_exp(A)
+    # S 3x3 exponentials are too small for an accelerator: there matrix_exp launches dozens of kernels
+    # and waits on the device to pick its degree; on the CPU it costs microseconds (gradients flow through)
+    return torch.linalg.matrix_exp(A.cpu()).to(A.device)
+
+
+def stochastic_eps(num_samples: int, active: Sequence[int], generator: torch.Generator | None = None,
+                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+    """``(S, 6)`` with ``U[-1, 1]`` noise in the active columns and zeros elsewhere."""
+    eps = torch.zeros(num_samples, 6, dtype=dtype, device=device)
+    if active:
+        u = torch.rand(num_samples, len(active), generator=generator, dtype=dtype, device="cpu").to(device)
+        eps[:, list(active)] = 2.0 * u - 1.0
+    return eps
+
+
+def grid_points_per_axis(num_samples: int, num_active: int) -> int:
+    """Points per active generator of a deterministic grid with about ``num_samples`` points."""
+    if num_active == 0:
+        return 1
+    return max(1, round(num_samples ** (1.0 / num_active)))
+
+
+def deterministic_eps(num_samples: int, active: Sequence[int], dtype: torch.dtype = torch.float32,
+                      device: torch.device | str | None = None, max_points: int = MAX_GRID_POINTS) -> torch.Tensor:
+    """A product grid of midpoints ``eps_j = -1 + (2j + 1) / m`` over the active generators.
+
+    With one active generator this is ``m = num_samples`` points; with ``k`` active,
+    ``m = round(num_samples ** (1/k))`` points per axis and ``m ** k`` in all. Midpoints
+    make a rotation grid with ``eta = pi`` exactly ``m`` equally spaced angles on the
+    circle (spacing ``2 pi / m``, no duplicate at +-pi).
+
+    Raises:
+        ConfigError: the grid would exceed ``max_points`` transforms.
+    """
+    k = len(active)
+    if k == 0:
+        return torch.zeros(1, 6, dtype=dtype, device=device)
+    m = grid_points_per_axis(num_samples, k)
+    if m ** k > max_points:
+        raise ConfigError(f"a deterministic grid over {k} generators with {m} points each has {m ** k} transforms "
+                         f"(limit {max_points}); use stochastic sampling or fewer samples")
+    axis = -1.0 + (2.0 * torch.arange(m, dtype=dtype) + 1.0) / m
+    mesh = torch.cartesian_prod(*([axis] * k)).reshape(-1, k)
+    eps = torch.zeros(mesh.shape[0], 6, dtype=dtype)
+    eps[:, list(active)] = mesh
+    return eps.to(device)
+
+
+def to_human(eta: torch.Tensor, image_size: int | None = None) -> dict[str, float]:
+    """Invariance parameters in human units.
+
+    Returns a dict with ``rotation_deg`` (``|eta_3|`` in degrees), ``translate_x_px`` /
+    ``translate_y_px`` (``|eta| * W / 2`` pixels; normalised units if ``image_size`` is
+    None), ``scale_x_factor`` / ``scale_y_factor`` (``exp(|eta|)``: the range is
+    ``1/f .. f``) and ``shear`` (``|eta_6|``, dimensionless).
+    """
+    e = [abs(float(v)) for v in eta.detach().cpu().reshape(-1)]
+    px = (image_size / 2.0) if image_size else 1.0
+    return {
+        "translate_x_px": e[0] * px,
+        "translate_y_px": e[1] * px,
+        "rotation_deg": math.degrees(e[2]),
+        "scale_x_factor": math.exp(e[3]),
+        "scale_y_factor": math.exp(e[4]),
+        "shear": e[5],
+    }
+
+
+def from_human(index: int, value: float, image_size: int | None = None) -> float:
+    """Raw ``eta_index`` from a human value: degrees (rotation), pixels (translation), log-scale otherwise."""
+    if index == 2:
+        return math.radians(value)
+    if index in (0, 1):
+        return value * 2.0 / image_size if image_size else value
+    return value
+
+
+def describe(eta: torch.Tensor, active: Sequence[int], image_size: int | None = None) -> str:
+    """A short sentence such as ``"rotation ±178.2°"`` or ``"translation ±3.1 px x, ±2.9 px y"``."""
+    h = to_human(eta, image_size)
+    unit = "px" if image_size else "units"
+    parts = []
+    if 2 in active:
+        parts.append(f"rotation ±{h['rotation_deg']:.1f}°")
+    if 0 in active or 1 in active:
+        parts.append(f"translation ±{h['translate_x_px']:.2f} {unit} x, ±{h['translate_y_px']:.2f} {unit} y")
+    if 3 in active or 4 in active:
+        parts.append(f"scale ×{h['scale_x_factor']:.3f} x, ×{h['scale_y_factor']:.3f} y")
+    if 5 in active:
+        parts.append(f"shear ±{h['shear']:.3f}")
+    return ", ".join(parts) if parts else "no invariance"

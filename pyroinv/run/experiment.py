@@ -1,0 +1,230 @@
+"""One training run end to end: data, SVI, progress, checkpoints, then evaluation, results, plots and ArviZ.
+
+``run_experiment(Config(...), out="runs/rot")`` is the Python form of ``python scripts/svi_train.py``.
+The folder's layout, its checks and the results schema are :mod:`pyroinv.run.folder`'s; each
+``metrics.jsonl`` record holds step, epoch, loss, ``elbo_per_datapoint`` = ``-loss / N`` (the minibatch
+ELBO estimate under ``vi``; the log joint under ``map``, the log-likelihood under ``ml``), the training-batch
+NLL, the regime diagnostics (:meth:`pyroinv.inference.train.Trainer.diagnostics`), eta raw and in human units, the
+learning rate and the wall time.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..model import lie
+from ..inference.build import check_inputs, resolve_device
+from ..config import Config
+from ..data import describe, load_dataset
+from ..errors import ConfigError, PyroinvError, one_line
+from ..inference.evaluate import elbo_per_datapoint, posterior_predictive
+from ..inference.methods import method
+from .folder import CHECKPOINT, CONFIG, METRICS, RunFolder, RunResults
+from ..inference.train import Trainer
+
+log = logging.getLogger("pyroinv")
+
+
+class TrainingDiverged(PyroinvError):
+    """The loss became NaN or infinite."""
+
+
+class Interrupted(PyroinvError):
+    """SIGINT or SIGTERM arrived; a checkpoint was written. ``signum`` says which."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+
+
+def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
+    eta = trainer.model.invariance.eta.detach().cpu()
+    return {**rec, "nll": trainer.last_batch_nll, **trainer.diagnostics(), "eta": [float(v) for v in eta],
+            "eta_human": lie.to_human(eta, trainer.model.invariance.image_size), "wall_time": trainer.wall_time}
+
+
+def _regime(r: dict[str, Any]) -> str:
+    """``KL/N 0.018 q 0.97 |mu| 36.1``: the diagnostics of a metrics record, as the progress line shows them."""
+    parts = []
+    if "kl_per_datapoint" in r:
+        parts.append(f"KL/N {r['kl_per_datapoint']:.3f}")
+    if "q_scale" in r:
+        parts.append(f"q {r['q_scale']:.2f}")
+    parts.append(f"|mu| {r['mu_norm']:.1f}")
+    return " ".join(parts)
+
+
+def _progress(total: int, initial: int, enabled: bool | None):
+    from tqdm import tqdm
+
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)
+
+
+def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root: str | None = None,
+                   cache_dir: str | None = None, progress: bool | None = None, log_every: int = 10,
+                   checkpoint_every: int | None = None, max_steps: int | None = None,
+                   quiet: bool = False) -> dict[str, Any]:
+    """Train (or continue) one run into ``out`` and return its results.
+
+    Args:
+        cfg: the run's configuration (validated here).
+        out: run folder; must not hold a run unless ``resume``.
+        resume: continue from ``out/checkpoint.pt`` (the configuration must match).
+        progress: tqdm bar (default: when stderr is a terminal; plain log lines otherwise).
+        log_every: steps between metric records.
+        checkpoint_every: steps between checkpoints (default: once per epoch).
+        max_steps: stop after this many steps in this call (the run stays resumable).
+        quiet: do not print the closing summary (for notebooks; the files are written as usual).
+    """
+    cfg.validate()
+    device = resolve_device(cfg.device)  # fail before anything is written
+    folder = RunFolder(out)
+    if resume:  # a damaged checkpoint is reported before anything else is done
+        folder.check_resume(cfg)
+        state, used = folder.load_checkpoint(device)
+    else:
+        folder.check_new()
+    data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
+                        test_size=cfg.test_size, seed=cfg.seed)
+    check_inputs(cfg, data.input_shape)  # before anything is written
+    log.info("data %s", describe(data, cfg.train_size, cfg.test_size))
+    trainer = Trainer(cfg, data, device=device)
+    if resume:
+        if used.name != CHECKPOINT:
+            log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
+        try:
+            state["model"].pop("features._input_shape", None)  # a buffer of folders written before meta.json
+            trainer.load_state_dict(state)
+        except (KeyError, RuntimeError, ValueError, TypeError) as err:
+            raise ConfigError(f"--resume: {used} does not fit this run's configuration ({one_line(err, 160)}); "
+                              f"resume with the flags it was trained with, or start a new --out") from None
+        folder.truncate_metrics(trainer.step)
+        log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
+    else:
+        folder.start(cfg, data.input_shape, data.num_classes, trainer.num_data)
+    log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, cfg.epochs,
+             trainer.steps_per_epoch)
+    every = checkpoint_every or trainer.steps_per_epoch
+    objective = method(cfg.inference).objective
+    stop = {"signal": None}
+
+    def handler(signum, _frame):
+        stop["signal"] = signum
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    bar = _progress(trainer.total_steps, trainer.step, progress)
+    last_good = trainer.step
+    steps_this_call = 0
+    try:
+        with open(folder / METRICS, "a") as metrics:
+            while not trainer.done:
+                rec = trainer.train_step()
+                steps_this_call += 1
+                if not math.isfinite(rec["loss"]):
+                    raise TrainingDiverged(
+                        f"loss became {rec['loss']} at step {rec['step']} (epoch {rec['epoch']}); the checkpoint of "
+                        f"step {last_good} is kept in {out}. Try a smaller --lr, a smaller --guide-init-scale or "
+                        f"--eta-constraint tanh")
+                if rec["step"] % log_every == 0 or trainer.done:
+                    r = _record(trainer, rec)
+                    metrics.write(json.dumps(r) + "\n")
+                    metrics.flush()
+                    desc = trainer.model.invariance.describe()
+                    bar.set_postfix_str(f"{objective} {r['elbo_per_datapoint']:.3f} NLL {r['nll']:.3f} "
+                                        f"{_regime(r)} {desc}")
+                    if bar.disable:
+                        log.info("step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s %s lr %.2e %.2f steps/s",
+                                 r["step"], trainer.total_steps, r["epoch"], r["loss"], objective,
+                                 r["elbo_per_datapoint"], r["nll"], _regime(r), desc, r["lr"],
+                                 r["step"] / max(trainer.wall_time, 1e-9))
+                bar.update(1)
+                if trainer.step % every == 0 or trainer.done:
+                    folder.save_checkpoint(trainer.state_dict())
+                    last_good = trainer.step
+                if stop["signal"] is not None or (max_steps is not None and steps_this_call >= max_steps):
+                    folder.save_checkpoint(trainer.state_dict())
+                    if stop["signal"] is not None:
+                        raise Interrupted(f"stopped by signal {signal.Signals(stop['signal']).name} at step "
+                                          f"{trainer.step}; checkpoint written, continue with --resume",
+                                          stop["signal"])
+                    return {"step": trainer.step, "finished": False}
+    finally:
+        bar.close()
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return finish(trainer, folder.path, quiet=quiet)
+
+
+def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
+    """Evaluate, write ``results.json``, the plots and the ArviZ file; print a summary."""
+    from .arviz_export import inference_data, readable_summary, save_inference_data
+    from .plots import plot_curves, plot_eta, plot_filter_banks
+
+    cfg, folder = trainer.cfg, RunFolder(out)
+    m = method(cfg.inference)
+    t0 = time.perf_counter()
+    model, guide = trainer.model, trainer.guide
+    torch.manual_seed(cfg.seed + 1)
+    # one pass over the test set gives the test metrics and the ArviZ groups
+    pp = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
+    test = pp.metrics()
+    idata = inference_data(pp, model.invariance, seed=cfg.seed)
+    # at least 32 draws of W2 in all (one per batch of 500): a single draw on a small data set is far too noisy
+    draws = max(1, math.ceil(32 / math.ceil(len(trainer.y_train) / 500)))
+    elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
+    inv = model.invariance
+    eta = inv.eta.detach().cpu()
+    records = folder.metrics()
+    if records:
+        plot_eta(records, inv.active, folder / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
+        plot_curves(records, folder / "curves.png", objective=m.objective_label)
+    if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
+        plot_filter_banks(model.features, folder / "filters.png")
+    save_inference_data(idata, folder / "posterior.nc")
+    results = folder.write_results(RunResults(
+        dataset=cfg.dataset, invariance=cfg.invariance, network=cfg.network, inference=cfg.inference,
+        test_accuracy=test["accuracy"], test_nll=test["nll"],
+        elbo_per_datapoint=elbo["elbo_per_datapoint"] if m.reports_elbo else None,
+        train_loglik_per_datapoint=elbo["loglik_per_datapoint"],
+        eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
+        steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
+        train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device)))
+    if quiet:
+        return results
+    print(f"\nlearned invariance: {inv.describe()}")
+    line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
+    print(line + (f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""))
+    print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
+    print(readable_summary(idata).to_string())
+    written = sorted(p.name for p in folder.path.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))
+    print(f"\nresults in {folder.path}/ ({', '.join(written)})")
+    return results
+
+
+def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """The results of ``cfg`` in ``out``: read when that run has finished, else trained (or resumed).
+
+    For notebooks and scripts that are executed again: a finished run is not retrained, an interrupted
+    one is resumed from its checkpoint, one stopped before its first checkpoint is started again. A
+    folder that holds a run with other settings is refused (one-line :class:`ConfigError`).
+    """
+    folder = RunFolder(out)
+    if (folder / CONFIG).exists():
+        folder.check_same_run(cfg)
+        if folder.is_finished():
+            return folder.results()
+        if folder.has_checkpoint():
+            return run_experiment(cfg, out, resume=True, **kwargs)
+        # an attempt stopped before its first checkpoint: only its metrics log is left; start again
+        (folder / METRICS).unlink(missing_ok=True)
+    return run_experiment(cfg, out, **kwargs)

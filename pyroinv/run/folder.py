@@ -1,0 +1,211 @@
+"""The run folder: its layout, its checks, and the one writer of ``results.json``.
+
+A run folder (``--out``) holds
+
+* ``config.json``: the resolved :class:`~pyroinv.config.Config` (what the user chose);
+* ``meta.json``: what the data decided: input shape, number of classes, training-set size;
+* ``metrics.jsonl``: one JSON record per logged step;
+* ``checkpoint.pt`` (and ``checkpoint.prev.pt``, the one before): everything ``--resume`` needs;
+* ``results.json``: written by :func:`write_results` for every method and for the SGPR baseline alike;
+* plots and ``posterior.nc``.
+
+:func:`load_run` rebuilds a trained model and guide from a folder.
+"""
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_json
+from ..config import Config
+from ..errors import ConfigError
+
+CONFIG, META, METRICS, RESULTS = "config.json", "meta.json", "metrics.jsonl", "results.json"
+CHECKPOINT = "checkpoint.pt"
+#: the checkpoint before the latest, kept so that a damaged latest file costs one checkpoint interval
+PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
+
+
+def versions() -> dict[str, str]:
+    """Python, torch, pyro and arviz versions, recorded in every ``results.json``."""
+    import arviz
+    import pyro
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "pyro": pyro.__version__,
+            "arviz": arviz.__version__}
+
+
+@dataclass
+class RunResults:
+    """What ``results.json`` holds, for every method and baseline (``None`` where a value does not apply).
+
+    ``elbo_per_datapoint`` is a bound only for a Gaussian ``q`` (:attr:`pyroinv.inference.methods.Method.reports_elbo`);
+    ``train_loglik_per_datapoint`` is the training log-likelihood / N of the fitted model; ``extra`` holds a
+    method's own fields (e.g. SGPR's inducing points), written beside the others.
+    """
+
+    dataset: str
+    invariance: str
+    network: str
+    inference: str
+    test_accuracy: float
+    test_nll: float | None
+    elbo_per_datapoint: float | None
+    train_loglik_per_datapoint: float | None
+    eta: list[float]
+    eta_human: dict[str, float]
+    learned_invariance: str
+    steps: int
+    train_size: int
+    test_size: int
+    train_wall_time_s: float
+    eval_wall_time_s: float
+    device: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        clash = set(extra) & set(d)
+        if clash:
+            raise ValueError(f"extra results {sorted(clash)} would overwrite the common fields")
+        return {**d, "versions": versions(), **extra}
+
+
+class RunFolder:
+    """One run's folder: where each file lives and what may be done with it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    def has_checkpoint(self) -> bool:
+        """Whether the folder holds a checkpoint to resume from (the latest or the one before it)."""
+        return (self / CHECKPOINT).exists() or (self / PREVIOUS_CHECKPOINT).exists()
+
+    def require_run(self) -> None:
+        """Refuse a folder that holds no trained run (one-line :class:`ConfigError`)."""
+        if not (self / CONFIG).exists() or not self.has_checkpoint():
+            raise ConfigError(f"{self.path} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of "
+                              f"a training run")
+
+    def is_finished(self) -> bool:
+        return (self / RESULTS).exists()
+
+    def config(self) -> dict[str, Any]:
+        """The saved ``config.json`` (one-line error if it is damaged)."""
+        return read_config(self / CONFIG)
+
+    def check_new(self) -> None:
+        """Refuse a folder that cannot take a new run (nothing is written)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise ConfigError(f"--out {self.path} is a file, not a folder; choose a new --out")
+        if self.path.exists() and any((self / n).exists() for n in (CHECKPOINT, PREVIOUS_CHECKPOINT, RESULTS,
+                                                                    METRICS)):
+            raise ConfigError(f"--out {self.path} already holds a run; pass --resume to continue it or choose a "
+                              f"new --out")
+
+    def check_resume(self, cfg: Config) -> None:
+        """Refuse to resume a folder without a checkpoint, or one trained with other settings."""
+        if not self.has_checkpoint():
+            raise ConfigError(f"--resume: no checkpoint in {self.path}; start a new run without --resume")
+        if not (self / CONFIG).exists():
+            raise ConfigError(f"--resume: {self.path} has no {CONFIG}; it is not a complete run folder, start a "
+                              f"new --out")
+        diff = cfg.differences(self.config())
+        if diff:
+            raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
+                              f"use the same flags, or a new --out")
+
+    def check_same_run(self, cfg: Config) -> None:
+        """Refuse a folder whose ``config.json`` holds other settings than ``cfg``."""
+        diff = cfg.differences(self.config())
+        if diff:
+            raise ConfigError(f"{self.path} holds a run with other settings ({', '.join(diff)}); choose another "
+                              f"folder")
+
+    def start(self, cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_data: int) -> None:
+        """Create the folder with ``config.json`` and ``meta.json``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json(self / CONFIG, cfg.to_dict())
+        write_json(self / META, {"input_shape": list(input_shape), "num_classes": num_classes, "num_data": num_data})
+
+    def meta(self) -> dict[str, Any] | None:
+        """``meta.json``, or ``None`` for folders written before it existed."""
+        return read_json(self / META) if (self / META).exists() else None
+
+    def load_checkpoint(self, device: str | torch.device = "cpu") -> tuple[dict, Path]:
+        """The latest readable checkpoint and its path (falls back to ``checkpoint.prev.pt``)."""
+        return load_latest_checkpoint(self / CHECKPOINT, self / PREVIOUS_CHECKPOINT, map_location=device)
+
+    def save_checkpoint(self, state: dict) -> None:
+        """Write ``checkpoint.pt`` atomically, keeping the one it replaces as ``checkpoint.prev.pt``."""
+        save_checkpoint(self / CHECKPOINT, state, previous=self / PREVIOUS_CHECKPOINT)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return read_jsonl(self / METRICS)
+
+    def truncate_metrics(self, step: int) -> None:
+        """Drop the records after ``step`` (those of steps a resumed run will train again)."""
+        kept = [r for r in self.metrics() if r["step"] <= step]
+        (self / METRICS).write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def write_results(self, results: RunResults) -> dict[str, Any]:
+        """Write ``results.json`` (the one writer of it) and return what was written."""
+        d = results.to_dict()
+        write_json(self / RESULTS, d)
+        return d
+
+    def results(self) -> dict[str, Any]:
+        return read_json(self / RESULTS)
+
+
+def _shape_and_classes(folder: RunFolder, state: dict, input_shape: tuple[int, ...] | None,
+                       dataset: str) -> tuple[tuple[int, ...], int]:
+    """Input shape and number of classes from ``meta.json``; for folders written before it, from the checkpoint
+    (the input-shape buffer and the guide's parameter shapes) or ``input_shape``."""
+    meta = folder.meta()
+    legacy_shape = state["model"].pop("features._input_shape", None)
+    if meta is not None:
+        shape, classes = tuple(meta["input_shape"]), int(meta["num_classes"])
+    else:
+        guide = state["guide"]
+        classes = int(guide.get("loc_unconstrained", guide.get("W2_hat_unconstrained")).shape[0])
+        if legacy_shape is not None:
+            shape = tuple(int(v) for v in legacy_shape.tolist())
+        elif input_shape is not None:
+            return tuple(input_shape), classes
+        else:
+            raise ConfigError(f"{folder.path} records neither {META} nor its input shape; pass input_shape")
+    if input_shape is not None and tuple(input_shape) != shape:
+        raise ConfigError(f"the data have inputs {tuple(input_shape)} but the run was trained on {shape}; "
+                          f"evaluate it on a variant of {dataset}")
+    return shape, classes
+
+
+def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: tuple[int, ...] | None = None):
+    """Rebuild ``(cfg, model, guide, step)`` of a run folder from its ``config.json``, ``meta.json`` and checkpoint.
+
+    ``input_shape``, if given, must match the run's (a one-line error names both otherwise).
+    """
+    import pyro
+
+    from ..inference.build import build_model
+
+    folder = RunFolder(out)
+    folder.require_run()
+    cfg = Config.from_dict(folder.config())
+    state, _ = folder.load_checkpoint(device)
+    shape, num_classes = _shape_and_classes(folder, state, input_shape, cfg.dataset)
+    pyro.set_rng_seed(cfg.seed)
+    model, guide = build_model(cfg, shape, num_classes)
+    model.load_state_dict(state["model"])
+    guide.load_state_dict(state["guide"])
+    return cfg, model.to(device), guide.to(device), int(state["step"])

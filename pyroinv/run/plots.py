@@ -1,0 +1,179 @@
+"""Figures of a run: eta over training (paper Fig. 2), training curves, filter banks (Figs. 3-5)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from matplotlib.figure import Figure  # figures without pyplot: no backend is chosen, notebooks are left alone
+from matplotlib.lines import Line2D
+import torch  # noqa: E402
+
+from ..model import lie  # noqa: E402
+from ..model.warp import gaussian_blur, warp_weight_bank  # noqa: E402
+
+HUMAN_LABELS = {
+    "rotation_deg": "rotation η₃ (± degrees)",
+    "translate_x_px": "translation η₁ (± pixels, x)",
+    "translate_y_px": "translation η₂ (± pixels, y)",
+    "scale_x_factor": "scale exp(η₄) (factor, x)",
+    "scale_y_factor": "scale exp(η₅) (factor, y)",
+    "shear": "shear η₆",
+}
+HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "scale_x_factor",
+              4: "scale_y_factor", 5: "shear"}
+
+
+def _eta_axes(ax, key: str, top: float = 0.0) -> None:
+    """Labels and limits of an eta-over-training panel (rotation from 0 to at least 185 degrees, a line at 180)."""
+    ax.set_xlabel("training step")
+    ax.set_ylabel(HUMAN_LABELS[key])
+    if key == "rotation_deg":
+        ax.set_ylim(0, max(185.0, top * 1.03))
+        ax.axhline(180, color="grey", lw=0.8, ls="--")
+    ax.grid(alpha=0.3)
+
+
+def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: str = "") -> None:
+    """Learned invariance in human units against training step, one panel per kind of generator."""
+    keys = [HUMAN_KEYS[k] for k in active] or ["rotation_deg"]
+    fig = Figure(figsize=(4.2 * len(keys), 3.4))
+    axes = fig.subplots(1, len(keys), squeeze=False)
+    steps = [r["step"] for r in records]
+    for ax, key in zip(axes[0], keys):
+        values = [r["eta_human"][key] for r in records]
+        ax.plot(steps, values, color="C0", lw=1.8)
+        _eta_axes(ax, key, max(values))
+    fig.suptitle(title or "learned invariance over training")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+#: the regime panels of ``curves.png``: metrics key, axis label
+REGIME_PANELS = (("kl_per_datapoint", "KL(q || p) / N"), ("q_scale", "scale of q (mean diagonal of L)"),
+                 ("mu_norm", "||mu|| (||W2|| for a point estimate)"))
+
+
+def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0") -> None:
+    """Each value (faint) and a running mean over a 25th of the record (solid)."""
+    ax.plot(steps, values.numpy(), color=color, alpha=0.3, lw=0.8, label="per step")
+    k = max(1, len(values) // 25)
+    if len(values) >= k:
+        smooth = values.unfold(0, k, 1).mean(-1)
+        ax.plot(steps[k - 1:], smooth.numpy(), color=color, lw=1.8, label=f"mean of {k}")
+    ax.legend(fontsize=8)
+
+
+def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N (minibatch estimate)") -> None:
+    """Six panels against the training step: the objective per data point (``-loss / N``), the training-batch
+    NLL, the regime of q (KL/N, its scale, ``||mu||``: a collapsed q shows as a scale far below 1 with a
+    large KL) and the learning rate. A diagnostic that a record does not hold (a point estimate has no
+    KL or scale) leaves its panel saying so."""
+    steps = [r["step"] for r in records]
+    fig = Figure(figsize=(13, 6.4))
+    axes = fig.subplots(2, 3).ravel()
+    for ax, key, label in ((axes[0], "elbo_per_datapoint", objective), (axes[1], "nll", "training-batch NLL")):
+        _smoothed(ax, steps, torch.tensor([r[key] for r in records], dtype=torch.float64))
+        ax.set_ylabel(label)
+    lo = min(float(torch.tensor([r["elbo_per_datapoint"] for r in records]).quantile(0.05)), -0.05)
+    axes[0].set_ylim(lo * 1.1, 0)
+    for ax, (key, label) in zip(axes[2:5], REGIME_PANELS):
+        have = [(s, r[key]) for s, r in zip(steps, records) if key in r]
+        if have:
+            ax.plot([s for s, _ in have], [v for _, v in have], color="C1", lw=1.5)
+        else:
+            ax.text(0.5, 0.5, "not recorded for this run", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylabel(label)
+    axes[3].axhline(1.0, color="grey", lw=0.8, ls="--")  # the prior's scale (alpha = 1) and the paper's L = I
+    axes[5].plot(steps, [r["lr"] for r in records], color="C2")
+    axes[5].set_ylabel("--lr, cosine-annealed (mu, eta: their own)")
+    for ax in axes:
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+@torch.no_grad()
+def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, seed: int = 0) -> None:
+    """A few rows of ``W1`` under transforms: deterministic (left) and sampled (right).
+
+    Deterministic: ``eps = t (1, ..., 1)`` over the active generators for ``columns`` values
+    of ``t`` equally spaced in [-1, 1] (the paper's Fig. 3 sweep between -eta and eta).
+    Sampled: ``columns`` draws ``eps ~ U[-1, 1]^k`` (Figs. 4-5).
+    """
+    inv = features.invariance
+    eta = inv.eta.detach().cpu()
+    rows = min(rows, features.hidden)  # a network with fewer hidden units than rows shows them all
+    t = torch.linspace(-1, 1, columns)
+    eps_det = torch.zeros(columns, 6)
+    g = torch.Generator().manual_seed(seed)
+    eps_rand = torch.zeros(columns, 6)
+    if inv.active:
+        eps_det[:, list(inv.active)] = t.unsqueeze(1)
+        eps_rand[:, list(inv.active)] = torch.rand(columns, len(inv.active), generator=g) * 2 - 1
+    C, h, w = features.input_shape
+    W = features.W1.detach().cpu()[:rows].reshape(rows, C, h, w)
+    fig = Figure(figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
+    axes = fig.subplots(rows, 2 * columns + 1, squeeze=False)
+    for half, eps in ((0, eps_det), (1, eps_rand)):
+        warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma), lie.transforms(eta, eps))
+        for j in range(rows):
+            lim = float(warped[:, j].abs().max()) or 1.0
+            for i in range(columns):
+                ax = axes[j, i + half * (columns + 1)]
+                img = warped[i, j].mean(0) if C > 1 else warped[i, j, 0]
+                ax.imshow(img.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
+    for ax in axes.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.spines[:].set_visible(False)
+    for j in range(rows):
+        axes[j, 0].set_ylabel(f"unit {j}", fontsize=8)
+    for i in range(columns):
+        axes[0, i].set_title(f"ε={t[i]:+.2f}", fontsize=7)
+        axes[0, i + columns + 1].set_title("sample", fontsize=7)
+    fig.suptitle(f"W₁ filter banks: deterministic sweep (left), sampled (right) — {inv.describe()}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
+                  title: str = "") -> None:
+    """Several runs' ``eta`` (human units) against step in one panel (the paper's Figures 2 and 6)."""
+    plot_eta_panels({"": [(label, 0, records) for label, records in runs]}, path,
+                    title=title or "learned invariance over training", key=key)
+
+
+def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "",
+                    key: str = "rotation_deg") -> None:
+    """One panel per data set, one line per run ``(label, seed, records)``: the paper's Figures 2, 6, C.1-C.2.
+
+    A label keeps its colour in every panel; seeds 0, 1, 2, ... are drawn solid, dashed, dotted, ...
+    """
+    fig = Figure(figsize=(4.0 * len(panels) + 1.8, 3.4))
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)
+    colours: dict[str, str] = {}
+    styles = ("-", "--", ":", "-.")
+    top = 0.0
+    for ax, (name, runs) in zip(axes[0], panels.items()):
+        for label, seed, records in runs:
+            colour = colours.setdefault(label, f"C{len(colours)}")
+            values = [r["eta_human"][key] for r in records]
+            top = max([top, *values])
+            ax.plot([r["step"] for r in records], values, lw=1.5, color=colour, ls=styles[seed % len(styles)])
+        ax.set_title(name, fontsize=10)
+    for ax in axes[0]:
+        _eta_axes(ax, key, top)
+    for ax in axes[0][1:]:
+        ax.set_ylabel("")
+    handles = [Line2D([], [], color=c, lw=1.5) for c in colours.values()]
+    seeds = sorted({seed for runs in panels.values() for _, seed, _ in runs})
+    labels = list(colours)
+    if len(seeds) > 1:
+        handles += [Line2D([], [], color="k", lw=1.2, ls=styles[s % len(styles)]) for s in seeds]
+        labels += [f"seed {s}" for s in seeds]
+    right = 1 - 1.7 / (4.0 * len(panels) + 1.8)
+    fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(right, 0.5))
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, right, 1))
+    fig.savefig(path, dpi=100)

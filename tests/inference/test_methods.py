@@ -1,0 +1,55 @@
+"""The registry of methods: one object per ``--inference``, and no branching on the name elsewhere."""
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyroinv.baselines.augerino import InputAugmentedFeatures
+from pyroinv.inference.build import build_model
+from pyroinv.cli import train_parser
+from pyroinv.config import Config
+from pyroinv.errors import ConfigError
+from pyroinv.model.guides import ClassCholeskyGuide, PointGuide
+from pyroinv.inference.methods import METHODS, method
+from pyroinv.model.networks import InvariantFeatures
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pyroinv"
+
+
+def test_every_method_is_a_cli_choice_and_a_valid_config():
+    choices = next(a.choices for a in train_parser()._actions if a.dest == "inference")
+    assert list(choices) == list(METHODS)
+    for name in METHODS:
+        Config(inference=name).validate()
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_build_model_takes_prior_guide_and_features_from_the_method(name):
+    m = method(name)
+    torch.manual_seed(0)
+    model, guide = build_model(Config(inference=name, hidden=6, samples=2), (1, 8, 8), 3)
+    assert model.prior_kind == m.prior
+    assert isinstance(guide, ClassCholeskyGuide if m.bayesian else PointGuide)
+    assert type(model.features) is m.features
+    assert (model.width_weight > 0) == m.width_reward
+    assert model.estimator == ("local" if m.bayesian else "shared")
+    draws = guide.posterior_sample(4)
+    assert draws.shape == ((4 if m.bayesian else 1), 3, 7)
+
+
+def test_only_augerino_transforms_the_inputs():
+    assert method("augerino").features is InputAugmentedFeatures and not InputAugmentedFeatures.warps_weights
+    assert all(m.features is InvariantFeatures for n, m in METHODS.items() if n != "augerino")
+
+
+def test_unknown_method_is_one_line():
+    with pytest.raises(ConfigError, match="not one of vi, map, ml, augerino"):
+        method("laplace")
+
+
+def test_no_module_but_the_registry_branches_on_the_method_name():
+    pattern = re.compile(r"inference\s*(==|!=|in\s*\()|\[\s*cfg\.inference\s*\]")
+    offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                 if p.name != "methods.py" and pattern.search(p.read_text())]
+    assert offenders == []

@@ -1,0 +1,216 @@
+"""End-to-end runs of the training script on a tiny real-MNIST subset."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyroinv.run.checkpoint import load_checkpoint, read_jsonl
+from pyroinv.config import Config
+from pyroinv.run.experiment import run_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--dataset", "mnist-rot", "--train-size", "120", "--test-size", "60", "--hidden", "16", "--samples", "4",
+        "--epochs", "2", "--batch-size", "32", "--eval-draws", "4", "--log-every", "1", "--init-eta", "10"]
+
+
+def tiny_config(**kw) -> Config:
+    base = dict(dataset="mnist-rot", train_size=120, test_size=60, hidden=16, samples=4, epochs=2, batch_size=32,
+                eval_draws=4, init_eta=10.0, device="cpu")
+    base.update(kw)
+    return Config(**base)
+
+
+def run_script(args, cache_dir, **kw):
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "svi_train.py"), *args], capture_output=True,
+                          text=True, env=env, timeout=600, **kw)
+
+
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory, cache_dir, mnist):
+    out = tmp_path_factory.mktemp("run") / "vi"
+    proc = run_script([*TINY, "--out", str(out)], cache_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out, proc
+
+
+def test_script_writes_every_output(script_run):
+    out, proc = script_run
+    for name in ("config.json", "meta.json", "metrics.jsonl", "checkpoint.pt", "results.json", "eta.png", "curves.png",
+                 "filters.png", "posterior.nc"):
+        assert (out / name).stat().st_size > 0, name
+    assert "learned invariance: rotation ±" in proc.stdout
+    assert "w_norm[0]" in proc.stdout and "p_true[0]" in proc.stdout
+    # the progress lines show the regime of q, so a collapsed q is visible while it trains
+    assert "KL/N" in proc.stderr and " q " in proc.stderr and "|mu|" in proc.stderr
+
+
+def test_outputs_parse_and_agree(script_run):
+    out, _ = script_run
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["hidden"] == 16 and cfg["invariance"] == "rotation"
+    results = json.loads((out / "results.json").read_text())
+    records = read_jsonl(out / "metrics.jsonl")
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    assert results["steps"] == ckpt["step"] == records[-1]["step"] == 8  # 2 epochs x ceil(120 / 32)
+    eta_ckpt = ckpt["model"]["features.invariance.eta_active_unconstrained"]
+    bounded = torch.distributions.biject_to(torch.distributions.constraints.interval(-torch.pi, torch.pi))
+    assert cfg["eta_constraint"] == "tanh"  # the default: rotation bounded to ±180°
+    assert results["eta"][2] == pytest.approx(float(bounded(eta_ckpt)[0]), abs=1e-6)
+    assert records[-1]["eta"] == pytest.approx(results["eta"])
+    assert abs(results["eta_human"]["rotation_deg"] - abs(results["eta"][2]) * 180 / 3.141592653589793) < 1e-6
+    for key in ("step", "epoch", "loss", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr", "wall_time",
+                "kl_per_datapoint", "q_scale", "mu_norm"):
+        assert key in records[0]
+    # the regime diagnostics: q starts at L = I (scale 1) and mu at 0, the KL is that of the current q
+    assert 0.5 < records[0]["q_scale"] < 1.5 and records[0]["kl_per_datapoint"] >= 0
+    assert records[-1]["mu_norm"] > 0
+    for key in ("test_accuracy", "test_nll", "elbo_per_datapoint", "learned_invariance", "train_wall_time_s",
+                "device", "versions"):
+        assert results[key] is not None, key
+    assert 0 <= results["test_accuracy"] <= 1
+
+
+def test_arviz_file(script_run):
+    import arviz as az
+
+    out, _ = script_run
+    idata = az.from_netcdf(str(out / "posterior.nc"))
+    for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data", "constant_data"):
+        assert hasattr(idata, group), group
+    assert idata.posterior["W2"].dims == ("chain", "draw", "class", "hidden")
+    assert idata.posterior["W2"].shape == (1, 4, 10, 17)
+    assert idata.log_likelihood["y"].shape == (1, 4, 60)
+    loo = az.loo(idata)
+    assert loo.elpd_loo < 0
+
+
+def test_resume_after_interruption_matches_uninterrupted(tmp_path, cache_dir, mnist):
+    full = run_experiment(tiny_config(), tmp_path / "full", cache_dir=cache_dir, progress=False)
+    part = run_experiment(tiny_config(), tmp_path / "part", cache_dir=cache_dir, progress=False, max_steps=3,
+                          log_every=1)
+    assert part == {"step": 3, "finished": False}
+    resumed = run_experiment(tiny_config(), tmp_path / "part", resume=True, cache_dir=cache_dir, progress=False,
+                             log_every=1)
+    assert resumed["steps"] == full["steps"] == 8
+    a, b = load_checkpoint(tmp_path / "full" / "checkpoint.pt"), load_checkpoint(tmp_path / "part" / "checkpoint.pt")
+    for group in ("model", "guide"):
+        for k in a[group]:
+            torch.testing.assert_close(a[group][k], b[group][k], rtol=0, atol=0)
+    assert [r["step"] for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")] == list(range(1, 9))
+
+
+def test_python_api_ml_run(tmp_path, cache_dir, mnist):
+    res = run_experiment(tiny_config(inference="ml"), tmp_path / "ml", cache_dir=cache_dir, progress=False)
+    assert res["elbo_per_datapoint"] is None and res["train_loglik_per_datapoint"] < 0
+
+
+def test_evaluate_script_on_another_variant(script_run, cache_dir):
+    out, _ = script_run
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out), "--dataset", "mnist",
+                           "--test-size", "50", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["trained_on"] == "mnist-rot" and res["evaluated_on"] == "mnist" and res["test_size"] == 50
+    assert res["learned_invariance"].startswith("rotation ±")
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out / "nope")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a run folder" in bad.stderr
+
+
+def test_existing_run_is_never_overwritten(script_run, cache_dir):
+    out, _ = script_run
+    before = (out / "results.json").read_bytes()
+    proc = run_script([*TINY, "--out", str(out)], cache_dir)
+    assert proc.returncode == 2 and "already holds a run" in proc.stderr and "Traceback" not in proc.stderr
+    assert (out / "results.json").read_bytes() == before
+
+
+def test_saved_posteriors_compare_with_arviz(script_run, tmp_path, cache_dir):
+    import arviz as az
+
+    out, _ = script_run
+    run_experiment(tiny_config(fixed_eta=90.0), tmp_path / "fixed90", cache_dir=cache_dir, progress=False)
+    models = {"learned": az.from_netcdf(str(out / "posterior.nc")),
+              "fixed 90": az.from_netcdf(str(tmp_path / "fixed90" / "posterior.nc"))}
+    table = az.compare(models)
+    assert set(table.index) == {"learned", "fixed 90"} and table["elpd_loo"].notna().all()
+
+
+COMBINATIONS = [
+    dict(inference="ml", elbo="closed-form"),
+    dict(inference="map"),
+    dict(elbo="closed-form", network="rff"),
+    dict(sampling="deterministic", samples=3),
+    dict(invariance="affine", init_eta=0.5),
+    dict(invariance="translation", dataset="mnist-trans", init_eta=1.0, eta_constraint="softplus"),
+    dict(invariance="scale", dataset="mnist-scale", eta_constraint="tanh", init_eta=0.2),
+    dict(invariance="none"),
+    dict(fixed_eta=45.0, network="rff"),
+]
+
+
+@pytest.mark.parametrize("kw", COMBINATIONS, ids=[",".join(f"{k}={v}" for k, v in c.items()) for c in COMBINATIONS])
+def test_flag_combinations_train(tmp_path, cache_dir, mnist, kw):
+    kw = {"epochs": 1, **kw}
+    res = run_experiment(tiny_config(**kw), tmp_path / "r", cache_dir=cache_dir, progress=False)
+    assert res["steps"] == 4 and 0 <= res["test_accuracy"] <= 1 and res["test_nll"] > 0
+
+
+def test_results_table(script_run):
+    from pyroinv.run.report import markdown_table
+
+    out, _ = script_run
+    table = markdown_table([out]).splitlines()
+    assert table[0].startswith("| run | data |") and len(table) == 3
+    assert "| mnist-rot | relu | vi | rotation ±" in table[2]
+
+
+def test_eta_profile_script(script_run, cache_dir):
+    out, _ = script_run
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "eta_profile.py"), str(out), "--values", "0", "90",
+                           "--train-size", "40"], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| 0 ") or line.startswith("| 90 ")]
+    assert len(rows) == 2
+    kl = {float(r.split("|")[4]) for r in rows}
+    assert len(kl) == 1  # q is untouched: the same KL for every eta
+
+
+def test_plot_eta_runs_script(script_run, tmp_path):
+    out, _ = script_run
+    png = tmp_path / "eta.png"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_eta_runs.py"), str(out), str(out),
+                           "--labels", "a", "b", "--out", str(png)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_eta_runs.py"), str(out), "--labels", "a", "b",
+                          "--out", str(png)], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "one label per run" in bad.stderr
+
+
+def test_run_or_load_trains_once_resumes_and_refuses_other_settings(tmp_path, cache_dir):
+    from pyroinv.errors import ConfigError
+    from pyroinv.run.experiment import run_or_load
+
+    cfg = tiny_config()
+    out = tmp_path / "r"
+    run_experiment(cfg, out, cache_dir=cache_dir, progress=False, max_steps=2)  # interrupted
+    first = run_or_load(cfg, out, cache_dir=cache_dir, progress=False, quiet=True)  # resumed
+    assert first["steps"] == 8
+    stamp = (out / "results.json").stat().st_mtime_ns
+    assert run_or_load(cfg, out, cache_dir=cache_dir, progress=False) == first  # read back, not retrained
+    assert (out / "results.json").stat().st_mtime_ns == stamp
+    with pytest.raises(ConfigError, match="other settings .*hidden"):
+        run_or_load(tiny_config(hidden=8), out, cache_dir=cache_dir)
+    stale = tmp_path / "stale"  # an attempt that died before its first checkpoint
+    stale.mkdir()
+    (stale / "config.json").write_text(json.dumps(cfg.to_dict()))
+    (stale / "metrics.jsonl").write_text("")
+    assert run_or_load(cfg, stale, cache_dir=cache_dir, progress=False, quiet=True)["steps"] == 8
