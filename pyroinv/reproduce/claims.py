@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 
 from .grids import tables
-from .tables import cell_results, mean_sd
+from .results import cell_results, mean_sd
 
 MATCHING_FIXED = {"mnist-rot": (135, 175), "mnist-rot90": (45, 90, 135), "mnist": (5, 45)}
 EXPECTED_GENERATOR = {"mnist-rot": "rotation", "mnist-trans": "translation", "mnist-scale": "scale"}

@@ -7,47 +7,14 @@ markers, so the rest of the file is left as it is.
 """
 from __future__ import annotations
 
-import re
-import statistics
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..run.checkpoint import read_json, read_jsonl
+from ..run.checkpoint import read_jsonl
 from ..run.plots import plot_eta_panels
-from .grids import PROTOCOLS, SGPR_PROTOCOLS, Cell, Table, tables
-
-LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mnist": "regular",
-          "mnist-trans": "translated", "mnist-scale": "scaled", "mnist-rot-trans": "rotated + translated",
-          "mnist-rot-scale": "rotated + scaled", "mnist-trans-scale": "translated + scaled",
-          "cifar10-rot": "rotated CIFAR-10", "cifar10-trans": "translated CIFAR-10",
-          "cifar10-scale": "scaled CIFAR-10", "cifar10": "CIFAR-10"}
-
-
-def finished(cell: Cell, protocol: str, root: Path) -> list[tuple[int, Path]]:
-    """``(seed, folder)`` of every finished run (``results.json`` present) of ``cell``, in seed order."""
-    stem = cell.name(0)[:-len("-s0")]
-    folder = root / protocol
-    found = []
-    if folder.exists():
-        for d in folder.iterdir():
-            m = re.fullmatch(re.escape(stem) + r"-s(\d+)", d.name)
-            if m and (d / "results.json").exists():
-                found.append((int(m.group(1)), d))
-    return sorted(found)
-
-
-def cell_results(cell: Cell, protocol: str, root: Path) -> list[dict]:
-    """The ``results.json`` of every finished seed of ``cell``."""
-    return [read_json(d / "results.json") for _, d in finished(cell, protocol, root)]
-
-
-def mean_sd(values: Sequence[float], fmt: str = "{:.2f}", unit: str = "") -> str:
-    """``m`` for one value, ``m ± sd (n)`` for several, ``–`` for none."""
-    if not values:
-        return "–"
-    m = fmt.format(statistics.fmean(values)) + unit
-    return m if len(values) == 1 else f"{m} ± {fmt.format(statistics.stdev(values))}{unit} ({len(values)})"
-
+from .claims import claims_section
+from .grids import PROTOCOLS, SGPR_PROTOCOLS, Table, tables
+from .results import LABELS, cell_results, finished, mean_sd
 
 def _metric(rs: list[dict], name: str) -> list[float]:
     return [r[name] for r in rs if r.get(name) is not None]
@@ -140,8 +107,6 @@ def replace_section(text: str, marker: str, body: str) -> str:
 
 def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Path) -> list[str]:
     """Rewrite the sections of ``keys`` (and the claims) in ``results_md``; returns what was written."""
-    from .claims import claims_section
-
     grid = tables()
     text = results_md.read_text() if results_md.exists() else "# Measured results\n"
     written = []

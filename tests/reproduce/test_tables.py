@@ -4,7 +4,8 @@ import math
 
 from pyroinv.reproduce.claims import claims_rows, dominant_generator
 from pyroinv.reproduce.grids import tables
-from pyroinv.reproduce.tables import mean_sd, replace_section, write_report
+from pyroinv.reproduce.results import mean_sd
+from pyroinv.reproduce.tables import replace_section, write_report
 
 
 def _write(root, cell, seed, **res):
