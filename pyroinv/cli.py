@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .model import lie
-from .config import DEVICES, ELBOS, SAMPLINGS, Config
-from .model.estimators import ESTIMATORS
+from .config import DEVICES, Config
+from .model.estimators import ELBOS, ESTIMATORS
+from .model.invariance import CONSTRAINTS
+from .model.lie import SAMPLINGS
 from .model.bnn import AVERAGES
 from .errors import ConfigError, PyroinvError
 from .inference.methods import METHODS, method
@@ -82,7 +84,7 @@ def train_parser() -> argparse.ArgumentParser:
                         "for every generator, or one per generator in the order x px, y px, degrees, log-scale x, "
                         "log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)")
     p.add_argument("--fixed-eta", type=any_float, default=None, help="hold eta fixed at this value (same units); not learned")
-    p.add_argument("--eta-constraint", choices=["none", "softplus", "tanh"], default=d.eta_constraint,
+    p.add_argument("--eta-constraint", choices=CONSTRAINTS, default=d.eta_constraint,
                    help="optional constraint on eta (Appendix E)")
     p.add_argument("--epochs", type=pos_int, default=d.epochs, help="passes over the training set")
     p.add_argument("--batch-size", type=pos_int, default=d.batch_size, help="minibatch size M")

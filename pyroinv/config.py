@@ -7,13 +7,13 @@ from typing import Any
 
 from .model import lie
 from .errors import ConfigError
-from .model.estimators import ESTIMATORS
+from .model.estimators import ELBOS, ESTIMATORS
+from .model.invariance import CONSTRAINTS
+from .model.lie import SAMPLINGS
 from .inference.methods import METHODS
 from .model.bnn import AVERAGES
 from .model.networks import NETWORKS
 
-ELBOS = ("trace", "closed-form")
-SAMPLINGS = ("stochastic", "deterministic")
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -84,12 +84,12 @@ class Config:
     def validate(self) -> "Config":
         """Raise :class:`ConfigError` (one line) for any value out of range."""
         choices = {"invariance": tuple(lie.PRESETS), "network": NETWORKS, "inference": tuple(METHODS),
-                   "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES,
+                   "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES, "eta_constraint": CONSTRAINTS,
                    "estimator": ESTIMATORS, "average": AVERAGES}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
-                raise ConfigError(f"--{name} {value!r} is not one of {', '.join(allowed)}")
+                raise ConfigError(f"--{name.replace('_', '-')} {value!r} is not one of {', '.join(allowed)}")
         for name in ("hidden", "samples", "epochs", "batch_size", "eval_draws"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -8,6 +8,7 @@ from pyro.nn import PyroModule
 from ..model import lie
 from ..config import Config
 from ..errors import ConfigError
+from ..model.estimators import ELBOS
 from ..model.invariance import Invariance
 from .methods import method
 from ..model.bnn import InvariantBNN
@@ -54,11 +55,10 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
 
 def build_elbo(cfg: Config) -> pyro.infer.ELBO:
     """``Trace_ELBO`` (sampled KL) or ``TraceMeanField_ELBO`` (the closed-form KL of Appendix A)."""
-    if cfg.elbo == "trace":
-        return pyro.infer.Trace_ELBO()
-    if cfg.elbo == "closed-form":
-        return pyro.infer.TraceMeanField_ELBO()
-    raise ConfigError(f"unknown ELBO {cfg.elbo!r}; choose trace or closed-form")
+    kinds = dict(zip(ELBOS, (pyro.infer.Trace_ELBO, pyro.infer.TraceMeanField_ELBO)))
+    if cfg.elbo not in kinds:
+        raise ConfigError(f"unknown ELBO {cfg.elbo!r}; choose one of {', '.join(ELBOS)}")
+    return kinds[cfg.elbo]()
 
 
 def resolve_device(name: str) -> torch.device:

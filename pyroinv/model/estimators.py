@@ -30,6 +30,8 @@ import pyro
 import pyro.poutine as poutine
 
 ESTIMATORS = ("local", "shared")
+#: how the KL term is estimated: sampled (``Trace_ELBO``) or in closed form (``TraceMeanField_ELBO``, Appendix A)
+ELBOS = ("trace", "closed-form")
 #: the plate of the per-example draws (batch dimension -2, left of the ``classes`` plate)
 DRAWS_PLATE = "W2_draws"
 

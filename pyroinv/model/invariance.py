@@ -78,7 +78,7 @@ class Invariance(PyroModule):
         elif sampling == "deterministic":
             eps = lie.deterministic_eps(num_samples, self.active, dtype=eta.dtype, device=eta.device)
         else:
-            raise ConfigError(f"unknown sampling {sampling!r}; choose stochastic or deterministic")
+            raise ConfigError(f"unknown sampling {sampling!r}; choose one of {', '.join(lie.SAMPLINGS)}")
         return lie.transforms(eta, eps)
 
     @torch.no_grad()

@@ -75,6 +75,10 @@ def transforms(eta: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_exp(A.cpu()).to(A.device)
 
 
+#: how the S values of ``eps`` are drawn: ``U[-1, 1]^k`` (:func:`stochastic_eps`) or a grid (:func:`deterministic_eps`)
+SAMPLINGS = ("stochastic", "deterministic")
+
+
 def stochastic_eps(num_samples: int, active: Sequence[int], generator: torch.Generator | None = None,
                    dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
     """``(S, 6)`` with ``U[-1, 1]`` noise in the active columns and zeros elsewhere."""
