@@ -8,6 +8,7 @@ from pyro.nn import PyroModule
 from ..model import lie
 from ..config import Config
 from ..errors import ConfigError
+from ..model import kernels
 from ..model.estimators import ELBOS
 from ..model.invariance import Invariance
 from .methods import method
@@ -59,6 +60,16 @@ def build_elbo(cfg: Config) -> pyro.infer.ELBO:
     if cfg.elbo not in kinds:
         raise ConfigError(f"unknown ELBO {cfg.elbo!r}; choose one of {', '.join(ELBOS)}")
     return kinds[cfg.elbo]()
+
+
+def build_loss(cfg: Config, model: InvariantBNN, guide: PyroModule) -> torch.nn.Module:
+    """The loss module ``-ELBO`` of ``(model, guide)`` (``build_elbo(cfg)(model, guide)``). Under ``Trace_ELBO`` with
+    :mod:`~pyroinv.model.kernels` enabled, the guide's Gaussian ``W2`` is drawn through
+    :class:`~pyroinv.model.kernels.CholeskyNoiseReparam` (no triangular solve; the same estimate)."""
+    elbo = build_elbo(cfg)
+    if kernels.enabled() and cfg.elbo == "trace":  # TraceMeanField_ELBO needs the MultivariateNormal for its KL
+        guide = kernels.NoiseReparameterisedGuide(guide)
+    return elbo(model, guide)
 
 
 def resolve_device(name: str) -> torch.device:

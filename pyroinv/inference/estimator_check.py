@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .build import build_elbo, build_model
+from .build import build_loss, build_model
 from ..config import Config
 from ..model.estimators import ESTIMATORS
 from .methods import method
@@ -50,8 +50,9 @@ def compare_estimators(cfg: Config, x: torch.Tensor, y: torch.Tensor, num_data: 
         model, guide = build_model(replace(cfg, estimator=estimator), tuple(x.shape[1:]), num_classes)
         with torch.no_grad():
             guide.loc = torch.randn(guide.loc.shape) * mu_scale
-        loss_fn = build_elbo(cfg)(model, guide)
-        params = dict(loss_fn.named_parameters())
+        loss_fn = build_loss(cfg, model, guide)
+        params = {f"{owner}.{n}": p for owner, module in (("model", model), ("guide", guide))
+                  for n, p in module.named_parameters()}
         losses, grads = [], {name: [] for name in GROUPS if name in params}
         torch.manual_seed(seed + 1)
         for _ in range(repeats):

@@ -21,7 +21,7 @@ import pyro
 import torch
 from pyro.poutine.messenger import Messenger
 
-from .build import build_elbo, build_model, resolve_device
+from .build import build_loss, build_model, resolve_device
 from ..config import Config
 from ..data.splits import Split
 from .methods import method
@@ -70,7 +70,7 @@ class Trainer:
         self.model, self.guide = build_model(cfg, self.input_shape, self.num_classes)
         self.model.to(self.device)
         self.guide.to(self.device)
-        self.loss_fn = build_elbo(cfg)(self.model, self.guide)
+        self.loss_fn = build_loss(cfg, self.model, self.guide)
         # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
         # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
         self.optimizer = torch.optim.Adam(self.param_groups(), lr=cfg.lr, betas=(0.9, 0.999), fused=True)

@@ -27,81 +27,24 @@ import torch
 from pyro.distributions import constraints
 from pyro.nn import PyroModule, PyroParam
 
+from . import kernels
 from .estimators import num_draws, w2_plates
 
 
-class _ScaleTril(torch.autograd.Function):
-    """``L = V * lower`` with ``diag(d)`` written onto its (zero) diagonal, and the gradients
-    ``dV = dL * lower``, ``dd = diag(dL)``: one pass each way. (Autograd's own graph of the in-place
-    diagonal write clones the whole ``(K, D, D)`` gradient of ``L`` first.)"""
+class CholeskyMVN(dist.MultivariateNormal):
+    """``MultivariateNormal(loc, scale_tril=L)`` that also holds the diagonal of ``L`` as its own tensor,
+    ``scale_diag`` (unbroadcast, like ``L``), so that ``log |L| = sum_i log L_ii`` can take its gradient there
+    (:class:`pyroinv.model.kernels.CholeskyNoiseReparam`). Its density and samples are the parent's."""
 
-    @staticmethod
-    def forward(ctx, offdiag: torch.Tensor, diag: torch.Tensor, lower: torch.Tensor) -> torch.Tensor:
-        L = offdiag * lower  # a fresh tensor; ``lower`` is zero on and above the diagonal
-        L.diagonal(dim1=-2, dim2=-1).copy_(diag)
-        ctx.save_for_backward(lower)
-        return L
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
-        (lower,) = ctx.saved_tensors
-        return grad * lower, grad.diagonal(dim1=-2, dim2=-1).clone(), None
-
-
-def _scale(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
-    """``L eps`` for ``L`` ``(K, D, D)`` and ``eps`` ``(..., K, D)``.
-
-    Many draws per class (the ``local`` estimator's one per example) are one ``(D, D) @ (D, n)`` product per
-    class rather than ``n`` matrix-vector products that each read the whole of ``L``."""
-    if L.dim() == 3 and eps.dim() > 2 and eps.shape[-2:] == L.shape[:2]:
-        K, D = L.shape[0], L.shape[1]
-        flat = eps.reshape(-1, K, D).permute(1, 2, 0)               # (K, D, n)
-        return torch.matmul(L, flat).permute(2, 0, 1).reshape(eps.shape)
-    return (L @ eps.unsqueeze(-1)).squeeze(-1)
-
-
-class ReparameterizedMVN(dist.MultivariateNormal):
-    """``MultivariateNormal`` that remembers the noise of its last ``rsample``.
-
-    For ``w = mu + L eps`` the log-density is ``log q(w) = -|eps|^2 / 2 - sum_i log L_ii - D log(2 pi) / 2``
-    exactly, so ``log_prob`` of the sample it has just drawn needs no triangular solve (the ``O(K D^2)``
-    solve and its backward, a sizeable part of a training step at D = 1025). Value and gradient are those of the
-    solve: as a function of the parameters at fixed ``eps``, ``log q(mu + L eps)`` is the expression
-    above (the reparameterised, pathwise gradient). Any other value goes through the usual solve.
-
-    ``scale_diag``, the diagonal of ``scale_tril`` held as its own tensor, lets ``sum_i log L_ii`` take its
-    gradient there directly instead of through a zero-filled ``(K, D, D)`` gradient of ``L``.
-    """
-
-    _last: tuple[torch.Tensor, torch.Tensor] | None = None
-    _scale_diag: torch.Tensor | None = None
-
-    def __init__(self, loc: torch.Tensor, scale_tril: torch.Tensor, scale_diag: torch.Tensor | None = None,
+    def __init__(self, loc: torch.Tensor, scale_tril: torch.Tensor, scale_diag: torch.Tensor,
                  validate_args: bool | None = None) -> None:
         super().__init__(loc, scale_tril=scale_tril, validate_args=validate_args)
-        self._scale_diag = scale_diag
+        self.scale_diag = scale_diag
 
-    def expand(self, batch_shape: torch.Size, _instance: ReparameterizedMVN | None = None) -> ReparameterizedMVN:
+    def expand(self, batch_shape: torch.Size, _instance: "CholeskyMVN | None" = None) -> "CholeskyMVN":
         new = super().expand(batch_shape, _instance=self.__new__(type(self)) if _instance is None else _instance)
-        if self._scale_diag is not None:
-            new._scale_diag = self._scale_diag.expand(torch.Size(batch_shape) + self.event_shape)
+        new.scale_diag = self.scale_diag
         return new
-
-    def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
-        shape = self._extended_shape(sample_shape)
-        eps = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
-        value = self.loc + _scale(self._unbroadcasted_scale_tril, eps)
-        self._last = (value, eps)
-        return value
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        if self._last is None or value is not self._last[0]:
-            return super().log_prob(value)
-        eps = self._last[1]
-        diag = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1) if self._scale_diag is None else self._scale_diag
-        half_log_det = diag.log().sum(-1)
-        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + eps.pow(2).sum(-1)) - half_log_det
 
 
 class ClassCholeskyGuide(PyroModule):
@@ -114,6 +57,10 @@ class ClassCholeskyGuide(PyroModule):
         offdiag_scale: factor on the strictly lower part (default ``1 / sqrt(D)``).
         estimator: ``"local"`` draws one ``W2`` per example of the batch, ``"shared"`` one per batch;
             the model must use the same (:mod:`pyroinv.model.estimators`).
+
+    The ``W2`` site is the ``MultivariateNormal`` itself, whose ``log_prob`` solves with ``L``; training under
+    ``Trace_ELBO`` draws it through :class:`pyroinv.model.kernels.CholeskyNoiseReparam` instead (the same density
+    and gradients without the solve).
     """
 
     def __init__(self, num_classes: int, dim: int, init_scale: float = 1.0, offdiag_scale: float | None = None,
@@ -131,15 +78,20 @@ class ClassCholeskyGuide(PyroModule):
                              persistent=False)
 
     def scale_tril(self, diag: torch.Tensor | None = None) -> torch.Tensor:
-        """``L_c``, shape ``(K, D, D)`` (``diag``: the constrained diagonal, if already computed)."""
-        return _ScaleTril.apply(self.offdiag, self.diag if diag is None else diag, self._lower)
+        """``L_c = diag(d_c) + tril(V_c, -1) / sqrt(D)``, shape ``(K, D, D)`` (``diag``: ``d``, if already computed)."""
+        diag = self.diag if diag is None else diag
+        if kernels.enabled():
+            return kernels.scale_tril(self.offdiag, diag, self._lower)
+        return torch.diag_embed(diag) + self.offdiag * self._lower
 
     def distribution(self) -> dist.MultivariateNormal:
+        """``q(W2)``: batch ``(K,)``, event ``(D,)``."""
         # L is lower triangular with a positive diagonal by construction: skip the O(K D^2) validation
         diag = self.diag
-        return ReparameterizedMVN(self.loc, scale_tril=self.scale_tril(diag), scale_diag=diag, validate_args=False)
+        return CholeskyMVN(self.loc, scale_tril=self.scale_tril(diag), scale_diag=diag, validate_args=False)
 
     def forward(self, x: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
+        """The ``W2`` site, one draw per batch or per example (``estimator``)."""
         draws = 1 if x is None else num_draws(self.estimator, x.shape[0])
         with w2_plates(self.num_classes, draws):
             return pyro.sample("W2", self.distribution())

@@ -15,6 +15,9 @@ the homogeneous coordinate (:func:`pyroinv.model.warp.warp_coordinate_weights`).
 
 The features are returned as ``(S, B, H + 1)`` with a constant 1 appended, so the
 output layer ``W2`` (``K x (H + 1)``) carries its bias as its last column.
+
+The code below is the formula; the fused activations, the in-place evaluation and the adjoint warp that
+compute the same numbers faster are in :mod:`pyroinv.model.kernels`, behind its switch.
 """
 from __future__ import annotations
 
@@ -26,47 +29,10 @@ from pyro.nn import PyroModule
 
 from ..errors import ConfigError
 from .invariance import Invariance
-from .warp import gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_weight_bank
+from . import kernels
+from .warp import gaussian_blur, warp_coordinate_weights, warp_weight_bank
 
 NETWORKS = ("relu", "rff")
-
-
-class _ReluWithOne(torch.autograd.Function):
-    """``[relu(z), 1]`` along the last dimension without a separate concatenation."""
-
-    @staticmethod
-    def forward(ctx, pre: torch.Tensor) -> torch.Tensor:
-        out = pre.new_empty(*pre.shape[:-1], pre.shape[-1] + 1)
-        torch.clamp_min(pre, 0, out=out[..., :-1])
-        out[..., -1] = 1
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        (out,) = ctx.saved_tensors
-        return torch.ops.aten.threshold_backward(grad[..., :-1], out[..., :-1], 0)
-
-
-class _CosineWithOne(torch.autograd.Function):
-    """``[c cos(z), 1]`` along the last dimension (random Fourier features), in one pass."""
-
-    @staticmethod
-    def forward(ctx, pre: torch.Tensor, scale: float) -> torch.Tensor:
-        out = pre.new_empty(*pre.shape[:-1], pre.shape[-1] + 1)
-        torch.cos(pre, out=out[..., :-1])
-        out[..., :-1].mul_(scale)
-        out[..., -1] = 1
-        ctx.save_for_backward(pre)
-        ctx.scale = scale
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (pre,) = ctx.saved_tensors
-        return torch.sin(pre).mul_(grad[..., :-1]).mul_(-ctx.scale), None
 
 
 class InvariantFeatures(PyroModule):
@@ -136,30 +102,18 @@ class InvariantFeatures(PyroModule):
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
         W, b = bank
         x = x.reshape(x.shape[0], -1)
-        if torch.is_grad_enabled():
-            return self.activation(torch.matmul(x, W.transpose(1, 2)) + b.unsqueeze(1))
-        return self._features_inference(x, W, b)
-
-    def _features_inference(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """:meth:`apply_bank` without autograd: each transform's product is written, bias included,
-        straight into its slice of the ``(S, B, H + 1)`` output and activated in place there."""
-        S, H = W.shape[0], W.shape[1]
-        out = x.new_empty(S, x.shape[0], H + 1)
-        for s in range(S):
-            pre = out[s, :, :H]
-            torch.addmm(b[s], x, W[s].T, out=pre)
-            if self.network == "rff":
-                pre.cos_().mul_(self.rff_scale)
-            else:
-                pre.clamp_min_(0)
-        out[..., H] = 1
-        return out
+        if kernels.enabled() and not torch.is_grad_enabled():
+            return kernels.features_no_grad(x, W, b, self.network, self.rff_scale)
+        return self.activation(torch.matmul(x, W.transpose(1, 2)) + b.unsqueeze(1))
 
     def activation(self, pre: torch.Tensor) -> torch.Tensor:
-        """``phi``, with the constant feature appended: ``(..., H + 1)``, written in one pass."""
-        if self.network == "rff":
-            return _CosineWithOne.apply(pre, self.rff_scale)
-        return _ReluWithOne.apply(pre)
+        """``[phi(pre), 1]``, ``(..., H + 1)``: ``relu``, or ``sqrt(2 / H) cos`` for random Fourier features."""
+        if kernels.enabled():
+            if self.network == "rff":
+                return kernels.cosine_with_one(pre, self.rff_scale)
+            return kernels.relu_with_one(pre)
+        phi = self.rff_scale * torch.cos(pre) if self.network == "rff" else torch.relu(pre)
+        return torch.cat([phi, pre.new_ones(*pre.shape[:-1], 1)], dim=-1)
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of ``phi(W1 T_i x)``.
@@ -169,14 +123,15 @@ class InvariantFeatures(PyroModule):
 
         * ``"weights"``: warp the S x H weight images (the paper's description);
         * ``"inputs"``: apply the adjoint warp to the S x B inputs
-          (:func:`pyroinv.model.warp.warp_adjoint`), cheaper when the batch is smaller than H;
-        * ``"auto"``: the cheaper of the two for image data.
+          (:func:`pyroinv.model.kernels.warp_adjoint`), cheaper when the batch is smaller than H;
+        * ``"auto"``: with :mod:`~pyroinv.model.kernels` enabled, the cheaper of the two for image data;
+          otherwise the weights.
         """
         if path == "auto":
-            path = "inputs" if self.is_image and x.shape[0] < self.hidden else "weights"
+            path = "inputs" if kernels.enabled() and self.is_image and x.shape[0] < self.hidden else "weights"
         if path == "weights" or not self.is_image:
             return self.apply_bank(x, self.weight_bank(T))
         W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
         S, B = T.shape[0], x.shape[0]
-        xt = warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
+        xt = kernels.warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
         return self.activation(torch.addmm(self.b1, xt, W.T).view(S, B, self.hidden))

@@ -36,12 +36,11 @@ def test_every_path_runs_forward_and_backward(path, device):
 @pytest.mark.parametrize("path", ["naive", "pyroinv"])
 def test_evaluation_closures_run_without_autograd(path, device, monkeypatch):
     """Timed as pyroinv.inference.evaluate runs: no autograd, so the inference path of the features."""
-    import pyroinv.model.networks as networks
+    import pyroinv.model.kernels as kernels
 
-    inference = networks.InvariantFeatures._features_inference
+    inference = kernels.features_no_grad
     calls = []
-    monkeypatch.setattr(networks.InvariantFeatures, "_features_inference",
-                        lambda self, *a: calls.append(torch.is_grad_enabled()) or inference(self, *a))
+    monkeypatch.setattr(kernels, "features_no_grad", lambda *a: calls.append(torch.is_grad_enabled()) or inference(*a))
     eval_function(path, hidden=16, samples=3, n_test=30, batch=8, device=device)()
     assert calls and not any(calls)
 

@@ -139,63 +139,71 @@ def test_more_draws_lower_the_error_of_the_elbo_estimate():
 
 
 def test_guide_log_prob_of_its_own_sample_equals_the_triangular_solve():
-    """The guide's log q(w) of the sample it drew skips the solve: same value and gradients as torch's
-    MultivariateNormal, and any other value still goes through the solve."""
-    from pyroinv.model.guides import ReparameterizedMVN
+    """Under the noise reparameteriser W2 is a Delta at loc + L eps whose log-density is torch's
+    MultivariateNormal log_prob of the same draw (which solves), with the same value and gradients."""
+    from pyroinv.model.kernels import CholeskyNoiseReparam
 
     torch.manual_seed(0)
     K, D = 3, 6
     loc = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
     raw = torch.randn(K, D, D, dtype=torch.float64, requires_grad=True)
     L = torch.tril(raw, -1) + torch.diag_embed(torch.nn.functional.softplus(raw.diagonal(dim1=-2, dim2=-1)))
-    fast = ReparameterizedMVN(loc, scale_tril=L)
+
+    @pyro.poutine.reparam(config={"W2": CholeskyNoiseReparam()})
+    def guide():
+        with pyro.plate("classes", K, dim=-1):
+            return pyro.sample("W2", pyro.distributions.MultivariateNormal(loc, scale_tril=L))
+
     torch.manual_seed(1)
-    w = fast.rsample()
+    tr = pyro.poutine.trace(guide).get_trace()
+    tr.compute_log_prob()
+    w = tr.nodes["W2"]["value"]
     torch.manual_seed(1)
     w_plain = torch.distributions.MultivariateNormal(loc, scale_tril=L).rsample()
     torch.testing.assert_close(w, w_plain)  # the same draw from the same random numbers
-    lp_fast = fast.log_prob(w)
+    lp_fast = tr.nodes["W2"]["log_prob"]
     lp_solve = torch.distributions.MultivariateNormal(loc, scale_tril=L).log_prob(w)
     torch.testing.assert_close(lp_fast, lp_solve)
-    # at fixed noise log q(loc + L eps) does not depend on loc: the fast graph has no path to it at all
+    # at fixed noise log q(loc + L eps) does not depend on loc; both reach the scale
     g_fast = torch.autograd.grad(lp_fast.sum(), [loc, raw], retain_graph=True, materialize_grads=True)
     g_solve = torch.autograd.grad(lp_solve.sum(), [loc, raw])
     assert g_solve[1].abs().sum() > 0
     for a, b in zip(g_fast, g_solve):
         torch.testing.assert_close(a, b)
-    other = w.detach() + 0.5
-    torch.testing.assert_close(fast.log_prob(other),
-                               torch.distributions.MultivariateNormal(loc, scale_tril=L).log_prob(other))
 
 
-def test_guide_log_prob_with_a_separate_diagonal_has_the_same_value_and_gradients():
-    """``scale_diag`` (the diagonal of L as its own tensor) changes where the log-determinant's gradient
-    flows, not its value; ``expand`` (as a plate does) keeps it."""
-    from pyroinv.model.guides import ReparameterizedMVN
+def test_guide_noise_draws_follow_the_per_example_plate():
+    """Under the local estimator's plate (M draws per class, scaled by 1/M) the reparameterised site has one
+    log-density per draw and class, each that draw's MultivariateNormal log_prob; the separate diagonal
+    (CholeskyMVN.scale_diag) survives the plate's expand and gives the same gradients as L's own diagonal."""
+    from pyroinv.model.kernels import NoiseReparameterisedGuide
 
     torch.manual_seed(0)
-    K, D = 3, 6
-    loc = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
-    rho = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
-    V = torch.randn(K, D, D, dtype=torch.float64, requires_grad=True)
+    guide = ClassCholeskyGuide(3, 5, init_scale=0.7, estimator="local")
+    with torch.no_grad():
+        guide.offdiag.normal_()
+        guide.loc = torch.randn(3, 5)
+    x = torch.zeros(4, 1)
+    assert guide.distribution().expand((4, 3)).scale_diag is not None
+    torch.manual_seed(2)
+    tr = pyro.poutine.trace(NoiseReparameterisedGuide(guide)).get_trace(x)
+    tr.compute_log_prob()
+    w = tr.nodes["W2"]["value"]
+    assert w.shape == (4, 3, 5) and tr.nodes["W2"]["scale"] == pytest.approx(0.25)
+    lp = tr.nodes["W2"]["unscaled_log_prob"]
+    plain = guide.distribution().log_prob(w)  # through w as well: the same function of the parameters
+    torch.testing.assert_close(lp, plain)
+    params = [guide.diag_unconstrained, guide.offdiag, guide.loc_unconstrained]
+    grads = [torch.autograd.grad(v.sum(), params, retain_graph=True, allow_unused=True, materialize_grads=True)
+             for v in (lp, plain)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
-    def log_q(separate: bool):
-        diag = torch.nn.functional.softplus(rho)
-        L = torch.tril(V, -1) + torch.diag_embed(diag)
-        q = ReparameterizedMVN(loc, scale_tril=L, scale_diag=diag if separate else None).expand((K,))
-        assert (q._scale_diag is not None) == separate
-        torch.manual_seed(1)
-        lp = q.log_prob(q.rsample())
-        return lp, torch.autograd.grad(lp.sum(), [loc, rho, V], materialize_grads=True)
 
-    (lp_a, g_a), (lp_b, g_b) = log_q(True), log_q(False)
-    torch.testing.assert_close(lp_a, lp_b)
-    for a, b in zip(g_a, g_b):
-        torch.testing.assert_close(a, b)
-
-
-def test_trace_elbo_and_its_gradients_unchanged_by_the_fast_guide_log_prob(monkeypatch):
-    import pyroinv.model.guides as guides
+def test_trace_elbo_and_its_gradients_unchanged_by_the_kernels():
+    """The ELBO estimate and its gradients with pyroinv.model.kernels on (noise site, fused activations, adjoint
+    warp) equal those of the plain formulas (MultivariateNormal site, torch.cat, weight warp)."""
+    from pyroinv.model import kernels
 
     def loss_and_grads():
         model, guide, x, y = tiny(hidden=6)
@@ -206,11 +214,8 @@ def test_trace_elbo_and_its_gradients_unchanged_by_the_fast_guide_log_prob(monke
         return loss.detach(), torch.autograd.grad(loss, params, allow_unused=True)
 
     fast_loss, fast_grads = loss_and_grads()
-    def plain_mvn(loc, scale_tril, scale_diag=None, validate_args=None):
-        return pyro.distributions.MultivariateNormal(loc, scale_tril=scale_tril, validate_args=validate_args)
-
-    monkeypatch.setattr(guides, "ReparameterizedMVN", plain_mvn)
-    plain_loss, plain_grads = loss_and_grads()
+    with kernels.plain():
+        plain_loss, plain_grads = loss_and_grads()
     torch.testing.assert_close(fast_loss, plain_loss, rtol=1e-5, atol=1e-5)
     for a, b in zip(fast_grads, plain_grads):
         if b is not None:

@@ -11,7 +11,7 @@ from pyroinv.inference.build import build_elbo, build_model
 from pyroinv.config import Config
 from pyroinv.inference.estimator_check import compare_estimators
 from pyroinv.model.estimators import DRAWS_PLATE, num_draws
-from pyroinv.model.guides import _scale
+from pyroinv.model.kernels import scaled_noise as _scale
 from pyroinv.model.bnn import mc_log_predictive
 
 

@@ -125,8 +125,8 @@ def test_every_path_gives_the_same_logits_and_gradients_in_float32(network, devi
     for the logits and for the gradients with respect to eta, W1 and W2."""
     import functools
 
-    import pyroinv.model.networks as networks
-    from pyroinv.model.warp import warp_adjoint
+    import pyroinv.model.kernels as kernels
+    from pyroinv.model.kernels import warp_adjoint
 
     torch.manual_seed(0)
     inv = Invariance("affine", init=[0.2, -0.1, 0.6, 0.1, 0.05, 0.05], image_size=28)
@@ -141,7 +141,7 @@ def test_every_path_gives_the_same_logits_and_gradients_in_float32(network, devi
     for name, path, method in (("naive", "weights", None), ("sparse", "inputs", "sparse"),
                                ("kernel", "inputs", "kernel")):
         if method is not None:
-            monkeypatch.setattr(networks, "warp_adjoint", functools.partial(warp_adjoint, method=method))
+            monkeypatch.setattr(kernels, "warp_adjoint", functools.partial(warp_adjoint, method=method))
         logits = torch.matmul(feats(x, lie.transforms(inv.eta, eps), path=path), W2.T)
         grads = torch.autograd.grad(torch.log_softmax(logits, -1).logsumexp(0)[:, 0].sum(), list(params.values()))
         results[name] = (logits.detach(), dict(zip(params, grads)))

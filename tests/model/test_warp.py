@@ -4,8 +4,8 @@ import torch
 
 from pyroinv.model import lie
 from tests.conftest import DEVICES
-from pyroinv.model.warp import (adjoint_matrix, gaussian_blur, warp_adjoint, warp_coordinate_weights, warp_images,
-                          warp_weight_bank)
+from pyroinv.model.kernels import adjoint_matrix, warp_adjoint
+from pyroinv.model.warp import gaussian_blur, warp_coordinate_weights, warp_images, warp_weight_bank
 
 
 def smooth_images(n, size=32, seed=0):

@@ -1,0 +1,65 @@
+"""The switch of the fast paths, and each kernel against the formula it replaces."""
+import pytest
+import torch
+
+from pyroinv.model import kernels
+from pyroinv.model.invariance import Invariance
+from pyroinv.model.networks import InvariantFeatures
+
+
+def test_plain_turns_the_kernels_off_and_restores_the_switch():
+    assert kernels.enabled()
+    with kernels.plain():
+        assert not kernels.enabled()
+        with pytest.raises(RuntimeError):
+            with kernels.plain():
+                raise RuntimeError
+        assert not kernels.enabled()
+    assert kernels.enabled()
+
+
+@pytest.mark.parametrize("network", ["relu", "rff"])
+def test_fused_activation_and_in_place_evaluation_equal_the_formula(network):
+    torch.manual_seed(0)
+    feats = InvariantFeatures((1, 10, 10), Invariance("rotation", init=0.5, image_size=10), hidden=20, network=network)
+    pre = torch.randn(3, 4, 20, requires_grad=True)
+    fast = feats.activation(pre)
+    with kernels.plain():
+        plain = feats.activation(pre)
+    torch.testing.assert_close(fast, plain)
+    g = torch.randn_like(fast)
+    torch.testing.assert_close(*(torch.autograd.grad((out * g).sum(), pre)[0] for out in (fast, plain)))
+    x = torch.rand(7, 1, 10, 10)
+    bank = feats.weight_bank(feats.invariance.sample_transforms(3))
+    with torch.no_grad():
+        fast = feats.apply_bank(x, bank)
+        with kernels.plain():
+            plain = feats.apply_bank(x, bank)
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_auto_path_takes_the_weight_warp_when_the_kernels_are_off(monkeypatch):
+    feats = InvariantFeatures((1, 10, 10), Invariance("rotation", init=0.5, image_size=10), hidden=20)
+    calls = []
+    adjoint = kernels.warp_adjoint
+    monkeypatch.setattr(kernels, "warp_adjoint", lambda *a, **k: calls.append(1) or adjoint(*a, **k))
+    x, T = torch.rand(4, 1, 10, 10), feats.invariance.sample_transforms(2)
+    fast = feats(x, T)
+    assert calls == [1]
+    with kernels.plain():
+        plain = feats(x, T)
+    assert calls == [1]
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_scale_tril_kernel_equals_the_formula():
+    torch.manual_seed(0)
+    offdiag, diag = torch.randn(2, 4, 4, requires_grad=True), torch.rand(2, 4, requires_grad=True)
+    lower = torch.tril(torch.ones(4, 4), -1) * 0.5
+    fast = kernels.scale_tril(offdiag, diag, lower)
+    plain = torch.diag_embed(diag) + offdiag * lower
+    torch.testing.assert_close(fast, plain)
+    g = torch.randn(2, 4, 4)
+    for a, b in zip(torch.autograd.grad((fast * g).sum(), [offdiag, diag]),
+                    torch.autograd.grad((plain * g).sum(), [offdiag, diag])):
+        torch.testing.assert_close(a, b)
