@@ -1,7 +1,7 @@
 """The experiment grids of the paper, as cells of training commands, under two protocols.
 
-A *cell* is one training run: a script (``svi_train.py`` or ``baseline_train.py``), its flags and a
-seed. A *table* lays cells out as rows (models) × columns (data sets), next to the paper's numbers.
+A *cell* is one training run: a script (``svi_train.py`` or ``sgpr_train.py``), the settings of its row and
+column, and a seed; under a protocol it is one :class:`~pyroinv.config.Config`, written once as a command line. A *table* lays cells out as rows (models) × columns (data sets), next to the paper's numbers.
 
 Protocols:
 
@@ -26,40 +26,36 @@ translation at ±0.5 px, scale at ×exp(±0.05), affine at all of these and shea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
+from ..config import Config
 from ..model import lie
 from . import paper
 
-#: the earlier protocol's settings, on top of which the ``*-q0.05`` protocols sit
-_EARLIER = ("--estimator", "shared", "--mean-lr", "{lr}", "--eta-lr", "{lr}", "--w1-init-scale", "1",
-            "--eta-constraint", "none")
-_CPU_SIZES = ("--train-size", "20000", "--test-size", "2000", "--hidden", "512", "--samples", "16")
+#: the earlier protocol's settings (Config fields), on top of which the ``*-q0.05`` protocols sit
+def _earlier(lr: float, relu: bool) -> dict[str, Any]:
+    return {"estimator": "shared", "mean_lr": lr, "eta_lr": lr, "w1_init_scale": 1.0, "eta_constraint": "none",
+            **({"guide_init_scale": 0.05} if relu else {})}
 
 
-def _earlier(lr: str, relu: bool) -> tuple[str, ...]:
-    return tuple(a.format(lr=lr) for a in _EARLIER) + (("--guide-init-scale", "0.05") if relu else ())
+_CPU_SIZES = {"train_size": 20000, "test_size": 2000, "hidden": 512, "samples": 16}
 
-
-PROTOCOLS: dict[str, dict[str, tuple[str, ...]]] = {
-    "paper": {"relu": (), "rff": ()},
-    "cpu": {"relu": (*_CPU_SIZES, "--epochs", "24"),
-            "rff": (*_CPU_SIZES, "--epochs", "24")},
-    "cpu-probs": {"relu": (*_CPU_SIZES, "--epochs", "24", "--average", "probs"),
-                  "rff": (*_CPU_SIZES, "--epochs", "24", "--average", "probs")},
-    "paper-q0.05": {"relu": _earlier("1e-3", True), "rff": _earlier("1e-3", False)},
-    "paper-earlier": {"relu": _earlier("1e-3", False), "rff": _earlier("1e-3", False)},
-    "cpu-q0.05": {"relu": (*_CPU_SIZES, "--epochs", "8", "--lr", "5e-3", *_earlier("5e-3", True)),
-                  "rff": (*_CPU_SIZES, "--epochs", "8", "--lr", "5e-3", *_earlier("5e-3", False))},
+#: Config fields each protocol sets, per network (on top of the defaults, which are the paper's settings)
+PROTOCOLS: dict[str, dict[str, dict[str, Any]]] = {
+    "paper": {"relu": {}, "rff": {}},
+    "cpu": {"relu": {**_CPU_SIZES, "epochs": 24}, "rff": {**_CPU_SIZES, "epochs": 24}},
+    "cpu-probs": {"relu": {**_CPU_SIZES, "epochs": 24, "average": "probs"},
+                  "rff": {**_CPU_SIZES, "epochs": 24, "average": "probs"}},
+    "paper-q0.05": {"relu": _earlier(1e-3, True), "rff": _earlier(1e-3, False)},
+    "paper-earlier": {"relu": _earlier(1e-3, False), "rff": _earlier(1e-3, False)},
+    "cpu-q0.05": {"relu": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, True)},
+                  "rff": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, False)}},
 }
-#: Flags of the SGPR baseline (the same images; M and the steps are reduced for the CPU).
-SGPR_PROTOCOLS: dict[str, tuple[str, ...]] = {
-    "paper": (),
-    "paper-q0.05": (),
-    "cpu": ("--train-size", "20000", "--test-size", "2000", "--inducing", "250", "--steps", "100"),
-    "cpu-q0.05": ("--train-size", "20000", "--test-size", "2000", "--inducing", "250", "--steps", "100"),
-    "cpu-probs": ("--train-size", "20000", "--test-size", "2000", "--inducing", "250", "--steps", "100"),
-    "paper-earlier": (),
+_SGPR_CPU = {"train_size": 20000, "test_size": 2000, "inducing": 250, "steps": 100}
+#: SGPRConfig fields of the SGPR baseline (the same images; M and the steps are reduced for the CPU)
+SGPR_PROTOCOLS: dict[str, dict[str, Any]] = {
+    "paper": {}, "paper-q0.05": {}, "paper-earlier": {}, "cpu": _SGPR_CPU, "cpu-q0.05": _SGPR_CPU,
+    "cpu-probs": _SGPR_CPU,
 }
 
 FIXED_LEVELS = (5, 45, 90, 135, 175)
@@ -67,35 +63,77 @@ INITS = (5, 45, 90, 135, 175)
 AUGERINO_WEIGHTS = (0.01, 0.1, 1.0)
 
 
+def protocol_settings(protocol: str, kind: str) -> dict[str, Any]:
+    """The settings a protocol adds to a cell of network ``kind`` (``relu``, ``rff`` or ``sgpr``)."""
+    return dict(SGPR_PROTOCOLS[protocol]) if kind == "sgpr" else {"network": kind, **PROTOCOLS[protocol][kind]}
+
+
+def protocol_flags(protocol: str, kind: str) -> list[str]:
+    """:func:`protocol_settings` written as command-line flags."""
+    return settings_argv(protocol_settings(protocol, kind))
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One training run. ``args`` are the flags without protocol, seed and output folder."""
+    """One training run: its script, the settings of its row and column (``Config`` fields, or ``SGPRConfig``
+    fields for ``kind="sgpr"``) and the network kind that picks the protocol's settings.
+
+    :meth:`config` is the run's configuration under a protocol and seed and :meth:`argv` the command line of the
+    same settings (the cell's, then the protocol's, then the seed); the runner compares saved folders with
+    :meth:`config`.
+    """
 
     script: str
-    args: tuple[str, ...]
-    kind: str  # "relu" | "rff" | "sgpr": picks the protocol flags
+    settings: tuple[tuple[str, Any], ...]
+    kind: str  # "relu" | "rff" | "sgpr"
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        """One setting of the cell (a tuple of values as a list, as ``Config`` holds it)."""
+        value = dict(self.settings).get(name, default)
+        return list(value) if isinstance(value, tuple) else value
 
     def name(self, seed: int) -> str:
         """A folder name that says what the run is, e.g. ``relu-mnist-rot-rotation-vi-init5-s0``."""
-        flags = dict(zip(self.args[::2], self.args[1::2]))
-        parts = [self.kind, flags["--dataset"]]
+        parts = [self.kind, self.setting("dataset")]
         if self.kind in ("relu", "rff"):
-            parts += [flags.get("--invariance", "rotation"), flags.get("--inference", "vi")]
-            if "--fixed-eta" in flags:
-                parts.append(f"fixed{flags['--fixed-eta']}")
-            elif flags.get("--invariance") != "none":
-                parts.append("init" + flags.get("--init-eta", "0").replace(" ", "_"))
-            if "--width-weight" in flags:
-                parts.append(f"w{flags['--width-weight']}")
+            invariance = self.setting("invariance", "rotation")
+            parts += [invariance, self.setting("inference", "vi")]
+            if self.setting("fixed_eta") is not None:
+                parts.append(f"fixed{self.setting('fixed_eta'):g}")
+            elif invariance != "none":
+                init = self.setting("init_eta", 0)
+                parts.append("init" + "_".join(f"{v:g}" for v in (init if isinstance(init, list) else [init])))
+            if self.setting("width_weight") is not None:
+                parts.append(f"w{self.setting('width_weight'):g}")
         return "-".join(parts) + f"-s{seed}"
 
-    def argv(self, protocol: str, seed: int, out: str) -> list[str]:
+    def values(self, protocol: str, seed: int) -> dict[str, Any]:
+        """Every setting of the run: the cell's, the protocol's and the seed."""
+        return {**{k: self.setting(k) for k, _ in self.settings}, **protocol_settings(protocol, self.kind),
+                "seed": seed}
+
+    def config(self, protocol: str, seed: int):
+        """The run's :class:`~pyroinv.config.Config` (or ``SGPRConfig``) under ``protocol`` with ``seed``."""
+        values = self.values(protocol, seed)
         if self.kind == "sgpr":
-            extra = list(SGPR_PROTOCOLS[protocol])
-        else:
-            extra = ["--network", self.kind, *PROTOCOLS[protocol][self.kind]]
-        args = [a for flag, value in zip(self.args[::2], self.args[1::2]) for a in (flag, *value.split(" "))]
-        return [*args, *extra, "--seed", str(seed), "--out", out]
+            from ..baselines.sgpr import SGPRConfig
+
+            return SGPRConfig(**values)
+        return Config(**values).validate()
+
+    def argv(self, protocol: str, seed: int, out: str) -> list[str]:
+        """The script's command line of :meth:`values` (so of :meth:`config`), with ``--out``."""
+        return [*settings_argv(self.values(protocol, seed)), "--out", out]
+
+
+def _flag_values(value: Any) -> list[str]:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [repr(float(v)) if isinstance(v, float) else str(v) for v in values]
+
+
+def settings_argv(settings: dict[str, Any]) -> list[str]:
+    """``{"train_size": 20000}`` -> ``["--train-size", "20000"]``."""
+    return [a for k, v in settings.items() for a in ("--" + k.replace("_", "-"), *_flag_values(v))]
 
 
 #: Where learned invariances start: near, not at, no invariance (η = 0 is a stationary point of the
@@ -107,24 +145,29 @@ SMALL_START = {name: tuple(lie.SMALL_START[k] for k in active) for name, active 
 def network(kind: str, dataset: str, invariance: str = "rotation", inference: str = "vi",
             init: float | Sequence[float] | None = None, fixed: float | None = None) -> Cell:
     """A ``svi_train.py`` cell; ``init`` defaults to :data:`SMALL_START` of the invariance."""
-    args = ["--dataset", dataset, "--invariance", invariance, "--inference", inference]
+    settings: dict[str, Any] = {"dataset": dataset, "invariance": invariance, "inference": inference}
     if fixed is not None:
-        args += ["--fixed-eta", f"{fixed:g}"]
+        settings["fixed_eta"] = float(fixed)
     elif invariance != "none":
         values = SMALL_START[invariance] if init is None else init
-        values = values if isinstance(values, (list, tuple)) else (values,)
-        args += ["--init-eta", " ".join(f"{v:g}" for v in values)]
-    return Cell("svi_train.py", tuple(args), kind)
+        values = [float(v) for v in (values if isinstance(values, (list, tuple)) else (values,))]
+        settings["init_eta"] = values[0] if len(values) == 1 else values  # as the command line gives it
+    return Cell("svi_train.py", _frozen(settings), kind)
+
+
+def _frozen(settings: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Hashable settings (lists become tuples inside; :meth:`Cell.setting` hands them back as lists)."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items())
 
 
 def sgpr(dataset: str) -> Cell:
-    return Cell("sgpr_train.py", ("--dataset", dataset), "sgpr")
+    return Cell("sgpr_train.py", (("dataset", dataset),), "sgpr")
 
 
 def augerino(dataset: str, weight: float, invariance: str = "rotation") -> Cell:
     """The Augerino-style baseline: ReLU network, transforms on the inputs, CE - weight * ||eta||."""
     base = network("relu", dataset, invariance, "augerino")
-    return Cell(base.script, (*base.args, "--width-weight", f"{weight:g}"), "relu")
+    return Cell(base.script, (*base.settings, ("width_weight", float(weight))), "relu")
 
 
 @dataclass

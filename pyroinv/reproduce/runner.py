@@ -42,15 +42,13 @@ class Job:
 
     def differences(self, saved: dict) -> list[str]:
         """Settings in which a saved ``config.json`` differs from the run this cell would make."""
-        argv = self.cell.argv(self.protocol, self.seed, str(self.out))
-        if self.cell.script == "sgpr_train.py":
-            from ..baselines import sgpr
+        cfg = self.cell.config(self.protocol, self.seed)
+        if self.cell.kind == "sgpr":
+            from ..baselines.sgpr import saved_config
 
-            expected = sgpr.saved_config(sgpr.config_from_args(sgpr.parser().parse_args(argv)))
+            expected = saved_config(cfg)
             return sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
-        from ..cli import config_from_args, train_parser
-
-        return config_from_args(train_parser().parse_args(argv)).differences(saved)
+        return cfg.differences(saved)
 
     def state(self) -> str:
         """``done``, ``partial`` (checkpoint, no results) or ``todo``."""

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 from ..run.checkpoint import read_jsonl
 from ..run.plots import plot_eta_panels
 from .claims import claims_section
-from .grids import PROTOCOLS, SGPR_PROTOCOLS, Table, tables
+from .grids import Table, protocol_flags, tables
 from .results import LABELS, cell_results, finished, mean_sd
 
 def _metric(rs: list[dict], name: str) -> list[float]:
@@ -58,7 +58,8 @@ def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
         runs = []
         for row, cells in table.rows.items():
             cell = cells.get(d)
-            if cell is None or "--fixed-eta" in cell.args or "rotation" not in cell.args or cell.kind == "sgpr":
+            if (cell is None or cell.kind == "sgpr" or cell.setting("fixed_eta") is not None
+                    or cell.setting("invariance") != "rotation"):
                 continue
             runs += [(row, seed, read_jsonl(folder / "metrics.jsonl")) for seed, folder in finished(cell, protocol, root)]
         if runs:
@@ -74,14 +75,14 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     """The Markdown section of one grid."""
     seeds = seeds_found(table, protocol, root) or [0]
     kinds = sorted({c.kind for c in table.cells() if c.kind != "sgpr"})
-    flags = "; ".join(f"`--network {k} {' '.join(PROTOCOLS[protocol][k])}`".replace(" `", "`") for k in kinds)
+    flags = "; ".join(f"`{' '.join(protocol_flags(protocol, k))}`" for k in kinds)
     out = [f"### {table.title} ({protocol} protocol)", "",
            "```bash", command(table.key, protocol, seeds), "```", "",
            f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column "
            f"(`--dry-run` prints every command). Entries: paper / measured; measured = mean ± sd (number of seeds) "
            f"where several seeds ran; – = not run."]
     if any(c.kind == "sgpr" for c in table.cells()):
-        out[-1] += f" SGPR: `sgpr_train.py {' '.join(SGPR_PROTOCOLS[protocol])}`."
+        out[-1] += f" SGPR: `sgpr_train.py {' '.join(protocol_flags(protocol, 'sgpr'))}`."
     out += ["", "Test accuracy (%):", ""]
     out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 0, '{:.2f}')} / "
                  f"{mean_sd([100 * a for a in _metric(rs, 'test_accuracy')])}")

@@ -1,6 +1,7 @@
 """The reproduction grids: every cell is a valid command, names are unique, protocols differ as stated."""
 import pytest
 
+from pyroinv.baselines.sgpr import config_from_args as sgpr_config_from_args
 from pyroinv.baselines.sgpr import parser as sgpr_parser
 from pyroinv.cli import config_from_args, train_parser
 from pyroinv.config import Config
@@ -19,8 +20,9 @@ def test_every_cell_is_a_valid_command(protocol):
         if cell.script == "svi_train.py":
             cfg = config_from_args(train_parser().parse_args(argv))
             assert cfg.network == cell.kind
+            assert cfg == cell.config(protocol, 0)  # the command line is the cell's configuration
         else:
-            sgpr_parser().parse_args(argv)
+            assert sgpr_config_from_args(sgpr_parser().parse_args(argv)) == cell.config(protocol, 0)
 
 
 def test_cell_names_are_unique_and_say_what_runs():
@@ -51,7 +53,7 @@ def test_shared_cells_run_once_and_rows_filter():
     grid = tables()
     assert grid["headline"].rows["learned (5° init)"]["mnist-rot"] == grid["tableC2"].rows["learned (5° init)"]["mnist-rot"]
     fixed = grid["tableC2"].cells(["fixed"])
-    assert len(fixed) == 15 and all("--fixed-eta" in c.args for c in fixed)
+    assert len(fixed) == 15 and all(c.setting("fixed_eta") is not None for c in fixed)
     assert len(grid["tableC2"].cells()) == 30
 
 

@@ -11,12 +11,15 @@ from pyroinv.reproduce.runner import Job, Runner, check_folder
 from pyroinv.run.experiment import run_experiment
 from tests.run.test_experiment import TINY
 
-TINY_FLAGS = tuple(a for a in TINY[2:] if a not in ("--init-eta", "10"))  # TINY without --dataset/--init-eta
+#: TINY's sizes as protocol settings (without its --dataset, --init-eta and --log-every)
+TINY_SETTINGS = {"train_size": 120, "test_size": 60, "hidden": 16, "samples": 4, "epochs": 2, "batch_size": 32,
+                 "eval_draws": 4}
+assert all(f"--{k.replace('_', '-')}" in TINY for k in TINY_SETTINGS)
 
 
 @pytest.fixture
 def tiny_protocol(monkeypatch):
-    monkeypatch.setitem(grids.PROTOCOLS, "tiny", {"relu": TINY_FLAGS, "rff": TINY_FLAGS})
+    monkeypatch.setitem(grids.PROTOCOLS, "tiny", {"relu": TINY_SETTINGS, "rff": TINY_SETTINGS})
 
 
 def test_runner_runs_skips_and_resumes(tiny_protocol, tmp_path, cache_dir, monkeypatch):
