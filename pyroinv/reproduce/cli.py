@@ -9,7 +9,7 @@ from typing import Sequence
 from ..cli import OneLineParser
 from ..errors import PyroinvError
 from .grids import PROTOCOLS, tables
-from .runner import Job, Runner
+from .runner import DaskRunner, Job, parse_resources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,8 +26,15 @@ def parser() -> OneLineParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every cell (default: 0)")
     p.add_argument("--rows", nargs="+", metavar="TEXT",
                    help="only the rows whose label contains one of these (e.g. fixed; default: every row)")
-    p.add_argument("--jobs", type=int, default=1, help="cells trained at the same time (default: 1)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes of the local Dask cluster, i.e. cells trained at the same time (default: 1)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell (default: 1)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="send the cells to a running Dask scheduler, e.g. tcp://HOST:8786 (default: "
+                        "$DASK_SCHEDULER_ADDRESS, else a local cluster of --jobs workers)")
+    p.add_argument("--resources", nargs="+", metavar="NAME=AMOUNT",
+                   help="what each cell needs of a worker, e.g. GPU=1 (one cell per GPU; start workers with "
+                        "--resources GPU=1)")
     p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "reproduce",
                    help="where cell folders go: RUNS_DIR/PROTOCOL/CELL (default: runs/reproduce)")
     p.add_argument("--results-md", type=Path, default=ROOT / "docs" / "RESULTS.md",
@@ -66,7 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[{job.state()}] {cmd}")
             return 0
         if not args.report_only:
-            Runner(args.jobs, args.threads).run(jobs, report=lambda s: print(s, flush=True))
+            resources = parse_resources(args.resources)
+            with DaskRunner(args.jobs, args.threads, scheduler=args.scheduler, resources=resources) as runner:
+                runner.run(jobs, report=lambda s: print(s, flush=True))
         if not args.no_report:
             from .tables import write_report
             written = write_report(args.tables, args.protocol, args.runs_dir, args.results_md)

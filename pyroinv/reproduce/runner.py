@@ -1,26 +1,41 @@
-"""Run the cells of a grid as subprocesses, resumably: a finished cell is never rerun.
+"""Run the cells of a grid on a Dask cluster, resumably: a finished cell is never rerun.
 
 A cell's folder is ``RUNS/PROTOCOL/NAME``; its console output goes to ``RUNS/PROTOCOL/NAME.log``.
-Finished = ``results.json`` present (and the saved configuration equal to the cell's, else the
-folder is refused as holding another run); a checkpoint without results = interrupted, continued
-with ``--resume``.
+Finished = ``results.json`` present (and the saved configuration equal to the cell's, else the folder is
+refused as holding another run); a checkpoint without results = interrupted, continued with ``--resume``.
+
+The unit of work sent to a worker is :func:`train_cell`: "train or resume this run folder", one
+``svi_train.py`` (or ``sgpr_train.py``) process under a lock file (:mod:`.locks`). So a worker that dies
+leaves a checkpoint, and the cell, rescheduled by Dask (``retries`` on the future, and the scheduler's own
+rescheduling of a lost worker's tasks), resumes from it. :class:`DaskRunner` starts a ``LocalCluster`` sized
+to the machine, or connects to a running scheduler (``--scheduler tcp://HOST:8786``); the run folders must
+then be on storage every worker sees.
 """
 from __future__ import annotations
 
+import ctypes
 import json
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PyroinvError, one_line
+from . import locks
 from .grids import Cell
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+class CellError(PyroinvError):
+    """A cell could not be trained on a worker (one line)."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +49,20 @@ class Job:
     def out(self) -> Path:
         return self.root / self.protocol / self.cell.name(self.seed)
 
-    def argv(self, resume: bool) -> list[str]:
+    @property
+    def log(self) -> Path:
+        return self.out.with_name(self.out.name + ".log")
+
+    def cell_args(self) -> list[str]:
+        """The script's flags for this cell (computed where the grids are defined: on the driver)."""
+        return self.cell.argv(self.protocol, self.seed, str(self.out))
+
+    def argv(self, resume: bool, cell_args: list[str] | None = None) -> list[str]:
+        """The command that starts (or, with ``resume``, continues) the cell, with this Python."""
         args = [sys.executable, str(SCRIPTS / self.cell.script)]
         if resume:
             return [*args, "--out", str(self.out), "--resume", "--no-progress"]
-        return [*args, *self.cell.argv(self.protocol, self.seed, str(self.out)), "--no-progress"]
+        return [*args, *(self.cell_args() if cell_args is None else cell_args), "--no-progress"]
 
     def differences(self, saved: dict) -> list[str]:
         """Settings in which a saved ``config.json`` differs from the run this cell would make."""
@@ -62,69 +86,6 @@ def results(job: Job) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-class Runner:
-    """Runs jobs ``jobs`` at a time, each with ``threads`` torch threads; Ctrl-C stops them cleanly."""
-
-    def __init__(self, jobs: int = 1, threads: int = 1) -> None:
-        self.jobs, self.threads = jobs, threads
-        self._procs: set[subprocess.Popen] = set()
-        self._lock = threading.Lock()
-        self._stopping = False
-
-    def _run(self, job: Job) -> tuple[Job, int]:
-        if self._stopping:
-            return job, -1
-        state = job.state()
-        if state == "done":
-            return job, 0
-        job.out.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        argv = job.argv(resume=state == "partial")
-        with open(job.out.with_name(job.out.name + ".log"), "a") as log:
-            log.write(f"# {'resume' if state == 'partial' else 'start'}: {' '.join(argv)}\n")
-            log.flush()
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                    env=env)
-            with self._lock:
-                self._procs.add(proc)
-            code = proc.wait()
-            with self._lock:
-                self._procs.discard(proc)
-        return job, code
-
-    def stop(self, *_args) -> None:
-        """Send SIGTERM to running cells (they checkpoint) and start no new ones."""
-        self._stopping = True
-        with self._lock:
-            for proc in self._procs:
-                proc.send_signal(signal.SIGTERM)
-
-    def run(self, jobs: list[Job], report=print) -> dict[Job, int]:
-        for job in jobs:
-            check_folder(job)
-        todo = [j for j in jobs if j.state() != "done"]
-        report(f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)}, "
-               f"{self.jobs} at a time")
-        codes: dict[Job, int] = {}
-        old = signal.signal(signal.SIGTERM, self.stop)
-        try:
-            with ThreadPoolExecutor(self.jobs) as pool:
-                futures = [pool.submit(self._run, job) for job in todo]
-                for i, future in enumerate(as_completed(futures), 1):
-                    job, code = future.result()
-                    codes[job] = code
-                    r = results(job)
-                    what = (f"{r['learned_invariance']}, test acc. {100 * r['test_accuracy']:.2f}%"
-                            if r else f"failed (exit {code}), see {job.out}.log")
-                    report(f"[{i}/{len(todo)}] {job.out.name}: {what}")
-        except KeyboardInterrupt:
-            self.stop()
-            raise
-        finally:
-            signal.signal(signal.SIGTERM, old)
-        return codes
-
-
 def check_folder(job: Job) -> None:
     """Refuse a cell folder whose saved configuration is not the cell's."""
     path = job.out / "config.json"
@@ -133,3 +94,194 @@ def check_folder(job: Job) -> None:
         if diff:
             raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "
                               f"or pass another --runs-dir")
+
+
+# ----------------------------------------------------------------------------------------------- worker side
+
+#: the training processes this (worker) process has started, so that :func:`stop_cells` can reach them
+_CHILDREN: set[subprocess.Popen] = set()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the worker that started it dies (the training
+    process then writes its checkpoint and exits), so a killed worker leaves no orphan training."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the child outlives a killed worker, as with any pool
+        pass
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, pin_gpu: bool = False,
+               lock_wait: float = 30.0) -> dict:
+    """Train or resume ``job``'s folder in a subprocess (on whichever worker runs this); ``cell_args``: the
+    script's flags as the driver computed them (:meth:`Job.cell_args`); ``lock_wait``: seconds to wait for a
+    locked folder (e.g. the previous try's process still writing its checkpoint) before reporting it locked.
+
+    Returns ``{"state": "done" | "trained" | "locked", "worker": ...}``; raises :class:`CellError` if the runs
+    directory is not visible here or the training process failed (Dask then retries, which resumes from the
+    checkpoint). ``pin_gpu``: give the process the GPU numbered by this worker's name (one cell per GPU).
+    """
+    where = _worker_name()
+    if not job.root.is_dir():
+        raise CellError(f"worker {where} on {socket.gethostname()} cannot see the runs directory {job.root}; put "
+                        f"it on storage every worker shares (--runs-dir)")
+    if job.state() == "done":
+        return {"state": "done", "worker": where}
+    if not locks.acquire(job.out, wait=lock_wait):
+        return {"state": "locked", "worker": where, "holder": locks.holder(job.out)}
+    try:
+        state = job.state()
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        if pin_gpu and where.isdigit() and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            env["CUDA_VISIBLE_DEVICES"] = where
+        argv = job.argv(resume=state == "partial", cell_args=cell_args)
+        with open(job.log, "a") as log:
+            log.write(f"# {'resume' if state == 'partial' else 'start'} on {where}: {' '.join(argv)}\n")
+            log.flush()
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent)
+            _CHILDREN.add(proc)
+            locks.add_pid(job.out, proc.pid)
+            try:
+                code = proc.wait()
+            finally:
+                _CHILDREN.discard(proc)
+    finally:
+        locks.release(job.out)
+    if code != 0:
+        raise CellError(f"{job.out.name} exited with status {code} on {where}; see {job.log}")
+    return {"state": "trained", "worker": where}
+
+
+def stop_cells() -> int:
+    """SIGTERM every training process of this worker (each checkpoints and exits); returns how many."""
+    for proc in list(_CHILDREN):
+        proc.send_signal(signal.SIGTERM)
+    return len(_CHILDREN)
+
+
+# ----------------------------------------------------------------------------------------------- driver side
+
+def parse_resources(items: list[str] | None) -> dict[str, float]:
+    """``["GPU=1"]`` -> ``{"GPU": 1.0}`` (one-line error otherwise)."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, _, value = item.partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ConfigError(f"--resources {item!r} is not NAME=AMOUNT, e.g. GPU=1") from None
+        if not name or out[name] <= 0:
+            raise ConfigError(f"--resources {item!r} is not NAME=AMOUNT with a positive amount, e.g. GPU=1")
+    return out
+
+
+def _elapsed(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class DaskRunner:
+    """Runs jobs on Dask: a ``LocalCluster`` of ``workers`` processes (one cell each at a time), or the scheduler
+    at ``scheduler`` (default ``$DASK_SCHEDULER_ADDRESS``). Use as a context manager.
+
+    Args:
+        workers: size of the local cluster (``--jobs``).
+        threads: torch threads per cell.
+        scheduler: address of a running scheduler; ``None`` starts a local cluster.
+        resources: what each cell asks of a worker (e.g. ``{"GPU": 1}``: workers started with that resource run
+            one cell per GPU; local workers are started with it and pin the GPU of their number).
+        retries: how often a failed cell is tried again (each try resumes from its checkpoint).
+        lock_wait: seconds a cell waits for its folder's lock before it is reported as held by another driver.
+    """
+
+    def __init__(self, workers: int = 1, threads: int = 1, scheduler: str | None = None,
+                 resources: dict[str, float] | None = None, retries: int = 1, lock_wait: float = 30.0) -> None:
+        self.workers, self.threads, self.retries, self.lock_wait = workers, threads, retries, lock_wait
+        self.scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+        self.resources = resources or {}
+        self.client = None
+        self._cluster = None
+
+    def __enter__(self) -> "DaskRunner":
+        from distributed import Client, LocalCluster
+
+        if self.scheduler:
+            try:
+                self.client = Client(self.scheduler, timeout="20s")
+            except (OSError, TimeoutError) as err:
+                raise ConfigError(f"no Dask scheduler answers at {self.scheduler} ({one_line(err)}); start one "
+                                  f"(dask scheduler) or drop --scheduler") from None
+        else:
+            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                         resources=self.resources or None, dashboard_address=":0",
+                                         silence_logs=logging.ERROR)
+            self.client = Client(self._cluster)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    def stop(self, futures) -> None:
+        """Cancel what has not started and SIGTERM the cells that have (they checkpoint)."""
+        self.client.cancel(list(futures))
+        try:
+            self.client.run(stop_cells)
+        except Exception:  # workers already gone
+            pass
+
+    def run(self, jobs: list[Job], report: Callable[[str], None] = print) -> dict[Job, dict]:
+        """Train every job not finished; returns each submitted job's outcome (``state``, ``worker``, ``error``)."""
+        from distributed import as_completed
+
+        for job in jobs:
+            check_folder(job)
+        todo = [j for j in jobs if j.state() != "done"]
+        for root in {j.root for j in todo}:
+            root.mkdir(parents=True, exist_ok=True)
+        where = f"scheduler {self.scheduler}" if self.scheduler else f"a local cluster of {self.workers} worker(s)"
+        report(f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)} on {where}; "
+               f"dashboard {self.client.dashboard_link}")
+        pin = bool(self.resources.get("GPU")) and not self.scheduler
+        futures = {self.client.submit(train_cell, job, job.cell_args(), self.threads, pin, self.lock_wait,
+                                      key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}",
+                                      retries=self.retries, resources=self.resources or None, pure=False): job
+                   for job in todo}
+        outcomes: dict[Job, dict] = {}
+        t0, failed = time.perf_counter(), 0
+        try:
+            for i, future in enumerate(as_completed(futures), 1):
+                job = futures[future]
+                try:
+                    outcome = future.result()
+                except Exception as err:  # the cell's one-line error after its retries, or a lost worker
+                    outcome = {"state": "failed", "error": one_line(err, 300)}
+                    failed += 1
+                outcomes[job] = outcome
+                r = results(job)
+                if outcome["state"] == "locked":
+                    what = f"skipped: another driver is training it ({(outcome.get('holder') or {}).get('host')})"
+                elif r:
+                    what = f"{r['learned_invariance']}, test acc. {100 * r['test_accuracy']:.2f}%"
+                else:
+                    what = f"failed: {outcome.get('error')}; see {job.log}"
+                running = sum(len(keys) for keys in self.client.processing().values())
+                report(f"[{i}/{len(todo)}] {job.out.name}: {what} ({i - failed} done, {min(running, len(todo) - i)} "
+                       f"running, {failed} failed, {_elapsed(time.perf_counter() - t0)})")
+        except KeyboardInterrupt:
+            self.stop(futures)
+            raise
+        return outcomes
