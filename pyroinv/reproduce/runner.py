@@ -278,9 +278,10 @@ class DaskRunner:
                     what = f"{r['learned_invariance']}, test acc. {100 * r['test_accuracy']:.2f}%"
                 else:
                     what = f"failed: {outcome.get('error')}; see {job.log}"
-                running = sum(len(keys) for keys in self.client.processing().values())
-                report(f"[{i}/{len(todo)}] {job.out.name}: {what} ({i - failed} done, {min(running, len(todo) - i)} "
-                       f"running, {failed} failed, {_elapsed(time.perf_counter() - t0)})")
+                outstanding = [j for f, j in futures.items() if not f.done()]
+                running = sum((j.out / locks.LOCK).exists() for j in outstanding)  # a cell training holds its lock
+                report(f"[{i}/{len(todo)}] {job.out.name}: {what} ({i - failed} done, {running} running, "
+                       f"{failed} failed, {_elapsed(time.perf_counter() - t0)})")
         except KeyboardInterrupt:
             self.stop(futures)
             raise
