@@ -158,7 +158,8 @@ def scaled_noise(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
     if L.dim() == 3 and eps.dim() > 2 and eps.shape[-2:] == L.shape[:2]:
         K, D = L.shape[0], L.shape[1]
         flat = eps.reshape(-1, K, D).permute(1, 2, 0)               # (K, D, n)
-        return torch.matmul(L, flat).permute(2, 0, 1).reshape(eps.shape)
+        # contiguous: the sums over D that follow (the densities of the draw) read it row by row
+        return torch.matmul(L, flat).permute(2, 0, 1).contiguous().reshape(eps.shape)
     return (L @ eps.unsqueeze(-1)).squeeze(-1)
 
 
