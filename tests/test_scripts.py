@@ -27,7 +27,13 @@ def test_estimator_variance_script(cache_dir, mnist):
 def test_rff_kernel_script(cache_dir, mnist):
     proc = _script("rff_kernel.py", ["--sigma", "0.3", "0.1", "--train-size", "60", "--hidden", "512"], cache_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "1/sqrt(512) = 0.0442" in proc.stdout and "sigma 0.1: median k same class" in proc.stdout
+    assert "0.0442 (H 512)" in proc.stdout and "sigma 0.1: median k same class" in proc.stdout
+    fit = _script("rff_kernel.py", ["--sigma", "0.1", "--train-size", "60", "--test-size", "20", "--hidden", "64",
+                                    "--fit", "--iterations", "30"], cache_dir)
+    assert fit.returncode == 0, fit.stderr[-2000:]
+    line = next(ln for ln in fit.stdout.splitlines() if "sigma 0.1, H 64:" in ln)
+    train_acc = float(line.split("train accuracy ")[1].split("%")[0])
+    assert train_acc > 50.0, line  # 60 images, 65 features: the MAP layer fits most of them (chance is 10%)
     bad = _script("rff_kernel.py", ["--dataset", "nope.npz"], cache_dir)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "does not exist" in bad.stderr
 
