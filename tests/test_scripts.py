@@ -34,6 +34,9 @@ def test_rff_kernel_script(cache_dir, mnist):
     line = next(ln for ln in fit.stdout.splitlines() if "sigma 0.1, H 64:" in ln)
     train_acc = float(line.split("train accuracy ")[1].split("%")[0])
     assert train_acc > 50.0, line  # 60 images, 65 features: the MAP layer fits most of them (chance is 10%)
+    rotated = _script("rff_kernel.py", ["--sigma", "0.1", "--train-size", "60", "--test-size", "20", "--hidden", "64",
+                                        "--fit", "--iterations", "30", "--rotation", "5", "--samples", "4"], cache_dir)
+    assert rotated.returncode == 0 and "averaged over 4 rotations in +-5 degrees" in rotated.stdout, rotated.stderr[-2000:]
     bad = _script("rff_kernel.py", ["--dataset", "nope.npz"], cache_dir)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "does not exist" in bad.stderr
 
