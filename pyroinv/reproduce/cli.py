@@ -26,6 +26,8 @@ def parser() -> OneLineParser:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every cell (default: 0)")
     p.add_argument("--rows", nargs="+", metavar="TEXT",
                    help="only the rows whose label contains one of these (e.g. fixed; default: every row)")
+    p.add_argument("--datasets", nargs="+", metavar="NAME",
+                   help="only the cells of these data sets, the tables' columns (e.g. mnist-rot90; default: all)")
     p.add_argument("--jobs", type=int, default=1,
                    help="worker processes of the local Dask cluster, i.e. cells trained at the same time (default: 1)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell (default: 1)")
@@ -47,7 +49,8 @@ def parser() -> OneLineParser:
 
 
 def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path,
-            rows: Sequence[str] | None = None) -> list[Job]:
+            rows: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[Job]:
+    """The cells of the tables ``keys`` (only ``rows``, only ``datasets`` where given), once each, per seed."""
     grid = tables()
     seen: dict[Job, None] = {}
     for key in keys:
@@ -55,7 +58,8 @@ def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path
             continue
         for seed in seeds:
             for cell in grid[key].cells(rows):
-                seen.setdefault(Job(cell, seed, protocol, root))
+                if datasets is None or cell.setting("dataset") in datasets:
+                    seen.setdefault(Job(cell, seed, protocol, root))
     return list(seen)
 
 
@@ -64,7 +68,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.jobs < 1 or args.threads < 1:
         p.error("--jobs and --threads must be positive integers")
-    jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows)
+    if args.datasets:
+        known = {d for key in args.tables if key != "claims" for d in tables()[key].datasets}
+        unknown = [d for d in args.datasets if d not in known]
+        if unknown:
+            p.error(f"--datasets {' '.join(unknown)}: not a column of {' '.join(args.tables)}; choose from "
+                    f"{', '.join(sorted(known))}")
+    jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows, args.datasets)
     try:
         if args.dry_run:
             for job in jobs:

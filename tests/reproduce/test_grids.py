@@ -61,3 +61,16 @@ def test_paper_numbers_are_the_papers():
     assert TABLE_C2[("fixed 175°", "mnist-rot")] == (97.53, -0.07)
     assert TABLE_2[("SGPR", "mnist-scale")] == (72.10, None)
     assert TABLE_2[("+ affine", "mnist")][0] == 98.93
+
+
+def test_datasets_filter_picks_a_column(tmp_path, capsys):
+    from pyroinv.reproduce.cli import jobs_of, main
+
+    jobs = jobs_of(["table1"], "cpu", [0], tmp_path, datasets=["mnist-rot90"])
+    assert len(jobs) == 6 and {j.cell.setting("dataset") for j in jobs} == {"mnist-rot90"}
+    assert main(["table1", "--datasets", "mnist-rot90", "--dry-run", "--runs-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.count("--dataset mnist-rot90") == 6
+    with pytest.raises(SystemExit):
+        main(["table1", "--datasets", "cifar10", "--dry-run"])
+    err = capsys.readouterr().err.strip()
+    assert "not a column of table1" in err and "mnist-rot90" in err and err.count("\n") <= 1
