@@ -51,6 +51,11 @@ def _verdict(ok: bool | None) -> str:
     return "not run" if ok is None else ("holds" if ok else "does not hold")
 
 
+def _degrees(values: list[float]) -> str:
+    """``±mean ± sd° (n)`` of learned rotations, or ``–`` when no cell has run."""
+    return "±" + mean_sd(values, "{:.1f}", "°") if values else "–"
+
+
 def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
     g = tables()
     rows: list[tuple[str, str, str]] = []
@@ -61,12 +66,12 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
         m = statistics.fmean(vals) if vals else None
         want = f"≥ {lo}°" if hi is None else (f"≤ {hi}°" if lo is None else f"in [{lo}°, {hi}°]")
         ok = None if m is None else ((lo is None or m >= lo) and (hi is None or m <= hi))
-        rows.append((f"1. ReLU learned η_rot on {d}: {want}", "±" + mean_sd(vals, "{:.1f}", "°"), _verdict(ok)))
+        rows.append((f"1. ReLU learned η_rot on {d}: {want}", _degrees(vals), _verdict(ok)))
     f6 = g["figure6"].rows
     vi, ml = (_rot(cell_results(f6[k]["mnist-rot"], protocol, root)) for k in ("VI", "ML"))
     ok = None if not (vi and ml) else statistics.fmean(ml) <= 20 and statistics.fmean(vi) >= 150
     rows.append(("2. fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°",
-                 f"ML ±{mean_sd(ml, '{:.1f}', '°')}, VI ±{mean_sd(vi, '{:.1f}', '°')}", _verdict(ok)))
+                 f"ML {_degrees(ml)}, VI {_degrees(vi)}", _verdict(ok)))
     for key, net in (("tableC2", "ReLU"), ("table1", "RFF")):
         t = g[key]
         for d, matching in MATCHING_FIXED.items():

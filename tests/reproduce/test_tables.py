@@ -76,3 +76,11 @@ def test_report_rewrites_only_its_sections(tmp_path):
     write_report(["figure6"], "cpu", tmp_path, md)
     assert md.read_text() == first  # idempotent: the section is replaced, not appended
     assert replace_section("a <!-- m begin -->x<!-- m end --> b", "m", "y") == "a <!-- m begin -->\ny\n<!-- m end --> b"
+
+
+def test_claims_show_a_dash_for_rotations_not_run(tmp_path):
+    learned = tables()["headline"].rows["learned (5° init)"]
+    _write(tmp_path, learned["mnist-rot"], 0, deg=170.0)
+    rows = {c: (m, v) for c, m, v in claims_rows("cpu", tmp_path)}
+    assert rows["1. ReLU learned η_rot on mnist: ≤ 45°"] == ("–", "not run")
+    assert rows["2. fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"] == ("ML –, VI ±170.0°", "not run")
