@@ -57,9 +57,8 @@ def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path
         if key == "claims":
             continue
         for seed in seeds:
-            for cell in grid[key].cells(rows):
-                if datasets is None or cell.setting("dataset") in datasets:
-                    seen.setdefault(Job(cell, seed, protocol, root))
+            for cell in grid[key].cells(rows, datasets):
+                seen.setdefault(Job(cell, seed, protocol, root))
     return list(seen)
 
 

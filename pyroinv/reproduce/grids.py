@@ -180,14 +180,16 @@ class Table:
     rows: dict[str, dict[str, Cell]]
     paper: dict[tuple[str, str], tuple[float, float | None]] = field(default_factory=dict)
 
-    def cells(self, only: Sequence[str] | None = None) -> list[Cell]:
-        """The distinct cells, row by row; ``only``: rows whose label contains one of these strings."""
+    def cells(self, only: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[Cell]:
+        """The distinct cells, row by row; ``only``: rows whose label contains one of these strings;
+        ``datasets``: only these columns."""
         seen: dict[Cell, None] = {}
         for label, row in self.rows.items():
             if only and not any(s in label for s in only):
                 continue
-            for cell in row.values():
-                seen.setdefault(cell)
+            for dataset, cell in row.items():
+                if datasets is None or dataset in datasets:
+                    seen.setdefault(cell)
         return list(seen)
 
 
