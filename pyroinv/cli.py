@@ -95,12 +95,18 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--eta-lr", type=pos_float, default=d.eta_lr,
                    help="Adam learning rate of the invariance parameters eta, cosine-annealed with the rest; the "
                         "paper uses --lr for every parameter (pass the same value for that)")
+    p.add_argument("--eta-warmup", type=int, default=d.eta_warmup,
+                   help="epochs during which eta is held at its start while the network fits, before it learns "
+                        "(0: from the first step, the paper)")
     p.add_argument("--alpha", type=pos_float, default=d.alpha, help="prior variance of W2")
     p.add_argument("--guide-init-scale", type=pos_float, default=d.guide_init_scale,
                    help="initial diagonal of the Cholesky factors of q (paper: 1)")
     p.add_argument("--w1-init-scale", type=pos_float, default=d.w1_init_scale,
                    help="ReLU only: factor on the Xavier-uniform initial W1 (paper: Xavier, 1)")
     p.add_argument("--blur-sigma", type=any_float, default=d.blur_sigma, help="Gaussian blur of weight images (pixels)")
+    p.add_argument("--jacobian", action=argparse.BooleanOptionalAction, default=d.jacobian,
+                   help="multiply each warped weight image by |det| of its transform, so the averaged features are "
+                        "invariant to input scaling too (changes scale only; the paper does not)")
     p.add_argument("--rff-sigma", type=pos_float, default=d.rff_sigma, help="RFF frequency scale (lengthscale 1/sigma)")
     p.add_argument("--rff-lengthscale", type=pos_float, default=None, help="RFF lengthscale (overrides --rff-sigma)")
     p.add_argument("--train-size", type=pos_int, default=None, help="class-balanced subset of the training set")

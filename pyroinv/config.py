@@ -37,6 +37,11 @@ class Config:
       unbounded ``eta_rot`` passes 180° and covers the circle twice).
     * ``w1_init_scale=0.15``: ``W1`` started at 0.15 x Xavier, so that ``||phi|| ~ 1`` and q's noise at
       ``L = I`` is about one nat of logit rather than seven.
+    * ``eta_warmup=0``: ``eta`` learns from the first step, as in the paper. A positive value holds ``eta`` at
+      its start for that many epochs while the network fits, then lets it learn (a probe of Figure 6: what
+      each objective prefers once the fit no longer needs the transient help of averaged random features).
+    * ``jacobian=False``: the weight images are warped as in the paper, without the ``|det A|`` factor that
+      would make the averaged features exactly invariant to input scaling (:func:`pyroinv.model.warp.jacobian`).
     * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.model.lie.SMALL_START`: ±5° for
       rotation) are not stated in the paper.
 
@@ -71,7 +76,9 @@ class Config:
     w1_init_scale: float = 0.15
     mean_lr: float | None = 0.05
     eta_lr: float | None = 0.05
+    eta_warmup: int = 0
     blur_sigma: float = 0.1
+    jacobian: bool = False
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
     train_size: int | None = None
@@ -111,6 +118,11 @@ class Config:
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                       or not math.isfinite(value) or value <= 0):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive finite number, got {value!r}")
+        if not isinstance(self.eta_warmup, int) or isinstance(self.eta_warmup, bool) or not 0 <= self.eta_warmup < self.epochs:
+            raise ConfigError(f"--eta-warmup must be a whole number of epochs in [0, --epochs {self.epochs}), "
+                              f"got {self.eta_warmup!r}")
+        if not isinstance(self.jacobian, bool):
+            raise ConfigError(f"--jacobian must be true or false, got {self.jacobian!r}")
         if not math.isfinite(self.width_weight) or self.width_weight < 0:
             raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
         for name in ("init_eta", "fixed_eta"):

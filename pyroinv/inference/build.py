@@ -46,7 +46,7 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
                             constraint=cfg.eta_constraint, image_size=image_size)
     features = m.features(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
                           blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma, rff_lengthscale=cfg.rff_lengthscale,
-                          init_scale=cfg.w1_init_scale)
+                          init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
                          sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
                          average=cfg.average, estimator=m.estimator(cfg.estimator))

@@ -76,6 +76,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.param_groups(), lr=cfg.lr, betas=(0.9, 0.999), fused=True)
         self.steps_per_epoch = math.ceil(self.num_data / cfg.batch_size)
         self.total_steps = cfg.epochs * self.steps_per_epoch
+        self.eta_warmup_steps = cfg.eta_warmup * self.steps_per_epoch
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
         self.step = 0
         self.wall_time = 0.0
@@ -118,6 +119,9 @@ class Trainer:
         with ObservedSite("y") as y_site:
             loss = self.loss_fn(self.x_train[idx], self.y_train[idx], num_data=self.num_data)
         loss.backward()
+        if self.step < self.eta_warmup_steps:  # eta held at its start: Adam skips a parameter without a gradient
+            for p in self.model.invariance.parameters():
+                p.grad = None
         self.optimizer.step()
         self.scheduler.step()
         self.last_batch_nll = -y_site.log_prob().mean().item()

@@ -30,7 +30,7 @@ from pyro.nn import PyroModule
 from ..errors import ConfigError
 from .invariance import Invariance
 from . import kernels
-from .warp import gaussian_blur, warp_coordinate_weights, warp_weight_bank
+from .warp import gaussian_blur, jacobian, warp_coordinate_weights, warp_weight_bank
 
 NETWORKS = ("relu", "rff")
 
@@ -47,6 +47,10 @@ class InvariantFeatures(PyroModule):
         rff_sigma: RFF frequency scale (paper: 0.3); ignored if ``rff_lengthscale`` is given.
         rff_lengthscale: RFF lengthscale ``1 / sigma``.
         init_scale: factor on the Xavier-uniform initial ``W1`` of the ReLU network (paper: Xavier, i.e. 1).
+        jacobian: multiply each warped weight image by ``|det A|`` of its transform
+            (:func:`pyroinv.model.warp.jacobian`), so that ``<|det A| w o T, x> = <w, x o T^{-1}>`` and the
+            averaged features are invariant to input scaling too; the paper does not (off by default). It
+            changes nothing for translation, rotation and shear (determinant 1).
     """
 
     #: the transforms warp the weight images (input-space augmentation lives in :mod:`pyroinv.baselines.augerino`)
@@ -54,8 +58,9 @@ class InvariantFeatures(PyroModule):
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,
                  network: str = "relu", blur_sigma: float = 0.1, rff_sigma: float = 0.3,
-                 rff_lengthscale: float | None = None, init_scale: float = 1.0) -> None:
+                 rff_lengthscale: float | None = None, init_scale: float = 1.0, jacobian: bool = False) -> None:
         super().__init__()
+        self.jacobian = jacobian
         if network not in NETWORKS:
             raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
         self.input_shape = tuple(input_shape)
@@ -95,6 +100,8 @@ class InvariantFeatures(PyroModule):
             W = self.W1.reshape(self.hidden, *self.input_shape)
             W = gaussian_blur(W, self.blur_sigma)
             bank = warp_weight_bank(W, T).reshape(S, self.hidden, -1)
+            if self.jacobian:
+                bank = bank * jacobian(T).view(S, 1, 1)
             return bank, self.b1.expand(S, self.hidden)
         return warp_coordinate_weights(self.W1, self.b1, T)
 
@@ -134,4 +141,6 @@ class InvariantFeatures(PyroModule):
         W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
         S, B = T.shape[0], x.shape[0]
         xt = kernels.warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
+        if self.jacobian:
+            return self.activation(torch.mm(xt, W.T).view(S, B, self.hidden) * jacobian(T).view(S, 1, 1) + self.b1)
         return self.activation(torch.addmm(self.b1, xt, W.T).view(S, B, self.hidden))

@@ -31,6 +31,18 @@ def warp_images(images: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
 
+def jacobian(T: torch.Tensor) -> torch.Tensor:
+    """``|det A_s|`` of each transform's linear part, shape ``(S,)``.
+
+    Warping a weight image changes the measure: ``<w o T, x> ~ <w, x o T^{-1}> / |det A|`` (substitute
+    ``q = T p``). Multiplying the warped weights by ``|det A|`` makes the pre-activation exactly that of the
+    inversely warped input, so averaging over ``T`` gives features invariant to the transform group. The
+    determinant is ``exp(trace)`` of the Lie algebra element: 1 for translation, rotation and shear, and
+    ``exp(eps_4 eta_4 + eps_5 eta_5)`` for scale, the only generators it changes.
+    """
+    return torch.linalg.det(T[:, :2, :2]).abs()
+
+
 def warp_weight_bank(weights: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
     """Warp every weight image by every transform (paper §3.2, "invariance in the weights").
 

@@ -15,7 +15,7 @@ def _data() -> Split:
 
 
 def _trainer(**kw) -> Trainer:
-    cfg = Config(hidden=8, samples=2, epochs=1, batch_size=16, device="cpu", **kw)
+    cfg = Config(**{"hidden": 8, "samples": 2, "epochs": 1, "batch_size": 16, "device": "cpu", **kw})
     return Trainer(cfg, _data())
 
 
@@ -69,3 +69,27 @@ def test_observed_site_reads_the_batch_nll_off_the_elbo_pass():
     with ObservedSite("y") as site:
         pyro.infer.Trace_ELBO().loss(model, lambda: None)
     assert torch.allclose(site.log_prob(), torch.log_softmax(logits, -1)[torch.arange(5), y])
+
+
+@pytest.mark.parametrize("inference", ["vi", "ml"])
+def test_eta_warmup_holds_eta_at_its_start_then_lets_it_learn(inference):
+    """``eta_warmup=E``: eta is untouched (no Adam step) for E epochs while the rest trains, then moves."""
+    tr = _trainer(inference=inference, epochs=3, eta_warmup=1, eta_lr=0.05)
+    eta = next(tr.model.invariance.parameters())
+    start = eta.detach().clone()
+    w1 = tr.model.features.W1.detach().clone()
+    for _ in range(tr.steps_per_epoch):
+        tr.train_step()
+    assert torch.equal(eta.detach(), start)
+    assert not torch.equal(tr.model.features.W1.detach(), w1)
+    tr.train_step()
+    assert not torch.equal(eta.detach(), start)
+
+
+def test_eta_warmup_must_leave_epochs_to_learn():
+    from pyroinv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--eta-warmup"):
+        Config(epochs=2, eta_warmup=2).validate()
+    with pytest.raises(ConfigError, match="--eta-warmup"):
+        Config(eta_warmup=-1).validate()

@@ -92,12 +92,15 @@ def test_coordinate_network_rotation_invariance():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("jacobian", [False, True])
 @pytest.mark.parametrize("network", ["relu", "rff"])
-def test_weight_and_input_paths_agree_with_gradients(network, device):
-    """Warping W1 (S·H warps) and applying the adjoint warp to x (S·B warps): same features, same gradients."""
+def test_weight_and_input_paths_agree_with_gradients(network, jacobian, device):
+    """Warping W1 (S·H warps) and applying the adjoint warp to x (S·B warps): same features, same gradients,
+    with and without the ``|det A|`` factor."""
     torch.manual_seed(0)
     inv = Invariance("affine", init=[0.1, -0.1, 0.5, 0.1, 0.05, 0.05], image_size=12)
-    feats = InvariantFeatures((2, 12, 12), inv, hidden=20, network=network, blur_sigma=0.7).double().to(device)
+    feats = InvariantFeatures((2, 12, 12), inv, hidden=20, network=network, blur_sigma=0.7,
+                              jacobian=jacobian).double().to(device)
     x = torch.rand(6, 2, 12, 12, dtype=torch.float64, device=device)
     eps = lie.stochastic_eps(5, inv.active, dtype=torch.float64, device=device)
     W2 = torch.randn(4, feats.num_features, dtype=torch.float64, device=device)

@@ -5,7 +5,7 @@ import torch
 from pyroinv.model import lie
 from tests.conftest import DEVICES
 from pyroinv.model.kernels import adjoint_matrix, warp_adjoint
-from pyroinv.model.warp import gaussian_blur, warp_coordinate_weights, warp_images, warp_weight_bank
+from pyroinv.model.warp import gaussian_blur, jacobian, warp_coordinate_weights, warp_images, warp_weight_bank
 
 
 def smooth_images(n, size=32, seed=0):
@@ -36,6 +36,21 @@ def test_weight_warp_equals_inverse_input_warp():
     # and the non-inverse warp is clearly different
     wrong = torch.einsum("jcuv,bcuv->jb", W, warp_images(x, T.expand(8, 3, 3)))
     assert (lhs - wrong).abs().max() / lhs.abs().max() > 0.2
+
+
+def test_jacobian_makes_a_scaled_weight_warp_the_inverse_input_warp():
+    """Scale by exp(0.25) in x and exp(0.15) in y: ``|det A| <W∘T, x> = <W, x∘T⁻¹>`` (2%, as above); without
+    the factor the two differ by exactly ``|det A| = exp(0.4)``. Rotation has determinant 1."""
+    W, x = smooth_images(8, seed=1), smooth_images(8, seed=2)
+    T = lie.transforms(torch.tensor([0, 0, 0, 0.25, 0.15, 0], dtype=torch.float64),
+                       torch.tensor([[0, 0, 0, 1.0, 1.0, 0]], dtype=torch.float64))
+    det = jacobian(T)
+    assert det.shape == (1,) and det.item() == pytest.approx(torch.e ** 0.4)
+    lhs = det * torch.einsum("jcuv,bcuv->jb", warp_weight_bank(W, T)[0], x)
+    rhs = torch.einsum("jcuv,bcuv->jb", W, warp_images(x, torch.linalg.inv(T).expand(8, 3, 3)))
+    assert (lhs - rhs).abs().max() / lhs.abs().max() < 0.02
+    assert (lhs / det - rhs).abs().max() / lhs.abs().max() > 0.2
+    torch.testing.assert_close(jacobian(rotation(0.7)), torch.ones(1, dtype=torch.float64))
 
 
 def test_warp_bank_shapes_and_identity():
