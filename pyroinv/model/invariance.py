@@ -20,7 +20,8 @@ CONSTRAINTS = ("none", "softplus", "tanh")
 
 
 class Invariance(PyroModule):
-    """``eta`` for one preset (``none``, ``rotation``, ``translation``, ``scale``, ``affine``).
+    """``eta`` for one preset (``none``, ``rotation``, ``translation``, ``scale``, ``affine``,
+    ``isotropic-scale``; tied generators share ``eta`` and ``eps``, :data:`pyroinv.model.lie.TIES`).
 
     Args:
         preset: which generators are active, see :data:`pyroinv.model.lie.PRESETS`.
@@ -68,7 +69,7 @@ class Invariance(PyroModule):
         full = torch.zeros(6, dtype=eta_active.dtype, device=eta_active.device)
         if self.active:
             full = full.index_put((torch.tensor(self.active, device=eta_active.device),), eta_active)
-        return full
+        return lie.apply_ties(full, self.preset)
 
     def sample_transforms(self, num_samples: int, sampling: str = "stochastic") -> torch.Tensor:
         """S transforms ``(S, 3, 3)``: stochastic ``eps ~ U[-1,1]^k`` or the deterministic grid."""
@@ -79,7 +80,7 @@ class Invariance(PyroModule):
             eps = lie.deterministic_eps(num_samples, self.active, dtype=eta.dtype, device=eta.device)
         else:
             raise ConfigError(f"unknown sampling {sampling!r}; choose one of {', '.join(lie.SAMPLINGS)}")
-        return lie.transforms(eta, eps)
+        return lie.transforms(eta, lie.apply_ties(eps, self.preset))
 
     @torch.no_grad()
     def set_eta(self, generator: int, raw: float) -> None:

@@ -36,7 +36,25 @@ PRESETS: dict[str, tuple[int, ...]] = {
     "translation": (0, 1),
     "scale": (3, 4),
     "affine": (0, 1, 2, 3, 4, 5),
+    "isotropic-scale": (3,),
 }
+
+#: Generators that share another's ``eta`` and noise ``eps`` (``{follower: leader}``). The paper's scale
+#: preset draws x and y scale independently (Appendix E), so its transforms include stretches that change
+#: a digit's aspect ratio; ``isotropic-scale`` ties scale y to scale x, ``T = expm(eps eta (G_4 + G_5))``.
+TIES: dict[str, dict[int, int]] = {"isotropic-scale": {4: 3}}
+
+
+def apply_ties(values: torch.Tensor, preset: str) -> torch.Tensor:
+    """Copy each leader's column of ``values`` (``(..., 6)``: ``eta`` or ``eps``) into its followers
+    (:data:`TIES`); differentiable, and the identity for presets without ties."""
+    ties = TIES.get(preset)
+    if not ties:
+        return values
+    index = list(range(values.shape[-1]))
+    for follower, leader in ties.items():
+        index[follower] = leader
+    return values[..., index]
 
 #: Deterministic grids larger than this are refused (the curse of dimensionality of §3.5).
 MAX_GRID_POINTS = 4096

@@ -116,7 +116,8 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
     fig = Figure(figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
     axes = fig.subplots(rows, 2 * columns + 1, squeeze=False)
     for half, eps in ((0, eps_det), (1, eps_rand)):
-        warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma), lie.transforms(eta, eps))
+        warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma),
+                                  lie.transforms(eta, lie.apply_ties(eps, inv.preset)))
         for j in range(rows):
             lim = float(warped[:, j].abs().max()) or 1.0
             for i in range(columns):

@@ -130,3 +130,23 @@ def test_generators_are_fresh_copies():
     G = lie.generators()
     G.zero_()
     assert lie.generators().abs().sum() == 8
+
+
+@pytest.mark.parametrize("sampling", ["stochastic", "deterministic"])
+def test_isotropic_scale_ties_y_to_x(sampling):
+    """One eta and one draw for both axes: every transform is ``diag(f, f, 1)``, f in [exp(-eta), exp(eta)]."""
+    from pyroinv.model.invariance import Invariance
+
+    inv = Invariance("isotropic-scale", init=0.4)
+    assert inv.active == (3,) and [p.numel() for p in inv.parameters()] == [1]
+    torch.testing.assert_close(inv.eta, torch.tensor([0, 0, 0, 0.4, 0.4, 0]))
+    T = inv.sample_transforms(9, sampling)
+    torch.testing.assert_close(T[:, 0, 0], T[:, 1, 1])
+    assert (T[:, 0, 0] - 1).abs().max() > 0.05 and T[:, 0, 0].max() <= math.exp(0.4) + 1e-6
+    assert (T[:, 0, 1] == 0).all() and (T[:, :2, 2] == 0).all()
+    T[:, 0, 0].sum().backward()  # both axes' gradients reach the one parameter
+    assert next(inv.parameters()).grad is not None
+    assert lie.describe(inv.eta, inv.active) == "scale ×1.492 x, ×1.492 y"
+    eps = torch.arange(12.0).reshape(2, 6)
+    assert lie.apply_ties(eps, "scale") is eps
+    assert lie.apply_ties(eps, "isotropic-scale")[:, 4].tolist() == [3.0, 9.0]
