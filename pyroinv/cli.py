@@ -61,7 +61,8 @@ def train_parser() -> argparse.ArgumentParser:
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--invariance", choices=list(lie.PRESETS), default=d.invariance,
                    help="which generators eta may use: rotation (eta3), translation (eta1, eta2), scale (eta4, eta5), "
-                        "affine (all six), isotropic-scale (eta4 = eta5, one draw for x and y) or none")
+                        "affine (all six), isotropic-scale (eta4 = eta5, one draw for x and y), similarity (translation, "
+                        "rotation, isotropic scale) or none")
     p.add_argument("--dataset", default=d.dataset,
                    help="mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, mnist-scale, "
                         "mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, or a path to an .npz")

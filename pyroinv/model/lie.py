@@ -37,12 +37,14 @@ PRESETS: dict[str, tuple[int, ...]] = {
     "scale": (3, 4),
     "affine": (0, 1, 2, 3, 4, 5),
     "isotropic-scale": (3,),
+    "similarity": (0, 1, 2, 3),
 }
 
 #: Generators that share another's ``eta`` and noise ``eps`` (``{follower: leader}``). The paper's scale
 #: preset draws x and y scale independently (Appendix E), so its transforms include stretches that change
-#: a digit's aspect ratio; ``isotropic-scale`` ties scale y to scale x, ``T = expm(eps eta (G_4 + G_5))``.
-TIES: dict[str, dict[int, int]] = {"isotropic-scale": {4: 3}}
+#: a digit's aspect ratio; ``isotropic-scale`` ties scale y to scale x, ``T = expm(eps eta (G_4 + G_5))``, and
+#: ``similarity`` is translation, rotation and that isotropic scale (the affine group without stretch or shear).
+TIES: dict[str, dict[int, int]] = {"isotropic-scale": {4: 3}, "similarity": {4: 3}}
 
 
 def apply_ties(values: torch.Tensor, preset: str) -> torch.Tensor:

@@ -59,6 +59,9 @@ SGPR_PROTOCOLS: dict[str, dict[str, Any]] = {
 }
 
 FIXED_LEVELS = (5, 45, 90, 135, 175)
+#: Table 2's extra rows: scale drawn once for x and y (:data:`pyroinv.model.lie.TIES`), alone and with
+#: translation and rotation; the paper's scale draws x and y independently
+BEYOND = ("isotropic-scale", "similarity")
 INITS = (5, 45, 90, 135, 175)
 AUGERINO_WEIGHTS = (0.01, 0.1, 1.0)
 
@@ -210,6 +213,7 @@ def tables() -> dict[str, Table]:
     """Every grid the driver knows, by the name used on the command line."""
     t2 = {"SGPR": {d: sgpr(d) for d in paper.T2}, "MLP (ML)": {d: network("relu", d, "none", "ml") for d in paper.T2}}
     t2.update(_transformation_rows("relu", paper.T2))
+    t2.update({f"+ {inv} (beyond the paper)": {d: network("relu", d, inv) for d in paper.T2} for inv in BEYOND})
     rot = "mnist-rot"
     return {t.key: t for t in [
         Table("table1", "Table 1: RFF, fixed and learned rotation", paper.ROT, _rotation_rows("rff", (5,)),

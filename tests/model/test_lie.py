@@ -150,3 +150,15 @@ def test_isotropic_scale_ties_y_to_x(sampling):
     eps = torch.arange(12.0).reshape(2, 6)
     assert lie.apply_ties(eps, "scale") is eps
     assert lie.apply_ties(eps, "isotropic-scale")[:, 4].tolist() == [3.0, 9.0]
+
+
+def test_similarity_is_translation_rotation_and_one_isotropic_scale():
+    from pyroinv.model.invariance import Invariance
+
+    inv = Invariance("similarity", init=[0.1, 0.2, 0.5, 0.3])
+    torch.testing.assert_close(inv.eta, torch.tensor([0.1, 0.2, 0.5, 0.3, 0.3, 0.0]))
+    A = inv.sample_transforms(16)[:, :2, :2]
+    # a similarity: A = f R, so A^T A = f^2 I
+    ata = A.transpose(1, 2) @ A
+    torch.testing.assert_close(ata[:, 0, 1], torch.zeros(16), atol=1e-5, rtol=0)
+    torch.testing.assert_close(ata[:, 0, 0], ata[:, 1, 1])

@@ -74,3 +74,12 @@ def test_datasets_filter_picks_a_column(tmp_path, capsys):
         main(["table1", "--datasets", "cifar10", "--dry-run"])
     err = capsys.readouterr().err.strip()
     assert "not a column of table1" in err and "mnist-rot90" in err and err.count("\n") <= 1
+
+
+def test_table2_has_the_rows_beyond_the_paper():
+    """Scale drawn once for x and y, alone and in the similarity group, on every Table 2 data set."""
+    t2 = tables()["table2"]
+    for inv in ("isotropic-scale", "similarity"):
+        row = t2.rows[f"+ {inv} (beyond the paper)"]
+        assert set(row) == set(t2.datasets)
+        assert all(f"--invariance {inv}" in " ".join(c.argv("cpu", 0, "x")) for c in row.values())
