@@ -16,7 +16,7 @@ Rules (stated in the rendered table as well):
    data set's transformation (rotation π, translation 1 = half the image, scale log 2, shear 1) and the
    largest group (rotation; translation x/y; scale x/y; shear) is dominant; "none" if every normalised
    value is below 0.01. The same rule is applied to the similarity model (translation, rotation and one
-   isotropic scale), a row beyond the paper.
+   isotropic scale, with the |det A| factor on the warped weights), a row beyond the paper.
 """
 from __future__ import annotations
 
@@ -106,8 +106,8 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
     ok = None if not (acc and mlp) else statistics.fmean(acc) >= 95 and statistics.fmean(acc) - statistics.fmean(mlp) >= 5
     rows.append(("5. ReLU + learned rotation, fully rotated: accuracy ≥ 95% and ≥ 5 points above the MLP",
                  f"{mean_sd(acc, unit='%')} vs MLP {mean_sd(mlp, unit='%')}", _verdict(ok)))
-    for label, model in (("+ affine", "affine model"), ("+ similarity (beyond the paper)",
-                                                         "similarity model (isotropic scale; beyond the paper)")):
+    for label, model in (("+ affine", "affine model"), ("+ similarity, |det A| (beyond the paper)",
+                                                         "similarity model (isotropic scale, |det A|; beyond the paper)")):
         row = g["table2"].rows[label]
         for d, expected in EXPECTED_GENERATOR.items():
             rs = cell_results(row[d], protocol, root)

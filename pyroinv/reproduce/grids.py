@@ -59,9 +59,10 @@ SGPR_PROTOCOLS: dict[str, dict[str, Any]] = {
 }
 
 FIXED_LEVELS = (5, 45, 90, 135, 175)
-#: Table 2's extra rows: scale drawn once for x and y (:data:`pyroinv.model.lie.TIES`), alone and with
-#: translation and rotation; the paper's scale draws x and y independently
-BEYOND = ("isotropic-scale", "similarity")
+#: Table 2's extra rows, (invariance, jacobian): scale drawn once for x and y (:data:`pyroinv.model.lie.TIES`;
+#: the paper draws x and y independently), without and with the |det A| factor on the warped weights
+#: (:func:`pyroinv.model.warp.jacobian`), and the similarity group (translation, rotation, that scale)
+BEYOND = (("isotropic-scale", False), ("isotropic-scale", True), ("similarity", True))
 INITS = (5, 45, 90, 135, 175)
 AUGERINO_WEIGHTS = (0.01, 0.1, 1.0)
 
@@ -108,6 +109,8 @@ class Cell:
                 parts.append("init" + "_".join(f"{v:g}" for v in (init if isinstance(init, list) else [init])))
             if self.setting("width_weight") is not None:
                 parts.append(f"w{self.setting('width_weight'):g}")
+            if self.setting("jacobian"):
+                parts.append("jac")
         return "-".join(parts) + f"-s{seed}"
 
     def values(self, protocol: str, seed: int) -> dict[str, Any]:
@@ -135,8 +138,11 @@ def _flag_values(value: Any) -> list[str]:
 
 
 def settings_argv(settings: dict[str, Any]) -> list[str]:
-    """``{"train_size": 20000}`` -> ``["--train-size", "20000"]``."""
-    return [a for k, v in settings.items() for a in ("--" + k.replace("_", "-"), *_flag_values(v))]
+    """``{"train_size": 20000}`` -> ``["--train-size", "20000"]``; a boolean is a switch (``--jacobian`` or
+    ``--no-jacobian``)."""
+    return [a for k, v in settings.items()
+            for a in ((("--" if v else "--no-") + k.replace("_", "-"),) if isinstance(v, bool)
+                      else ("--" + k.replace("_", "-"), *_flag_values(v)))]
 
 
 #: Where learned invariances start: near, not at, no invariance (η = 0 is a stationary point of the
@@ -146,9 +152,11 @@ SMALL_START = {name: tuple(lie.SMALL_START[k] for k in active) for name, active 
 
 
 def network(kind: str, dataset: str, invariance: str = "rotation", inference: str = "vi",
-            init: float | Sequence[float] | None = None, fixed: float | None = None) -> Cell:
+            init: float | Sequence[float] | None = None, fixed: float | None = None, jacobian: bool = False) -> Cell:
     """A ``svi_train.py`` cell; ``init`` defaults to :data:`SMALL_START` of the invariance."""
     settings: dict[str, Any] = {"dataset": dataset, "invariance": invariance, "inference": inference}
+    if jacobian:
+        settings["jacobian"] = True
     if fixed is not None:
         settings["fixed_eta"] = float(fixed)
     elif invariance != "none":
@@ -213,7 +221,8 @@ def tables() -> dict[str, Table]:
     """Every grid the driver knows, by the name used on the command line."""
     t2 = {"SGPR": {d: sgpr(d) for d in paper.T2}, "MLP (ML)": {d: network("relu", d, "none", "ml") for d in paper.T2}}
     t2.update(_transformation_rows("relu", paper.T2))
-    t2.update({f"+ {inv} (beyond the paper)": {d: network("relu", d, inv) for d in paper.T2} for inv in BEYOND})
+    t2.update({f"+ {inv}{', |det A|' if jac else ''} (beyond the paper)": {d: network("relu", d, inv, jacobian=jac)
+                                                                          for d in paper.T2} for inv, jac in BEYOND})
     rot = "mnist-rot"
     return {t.key: t for t in [
         Table("table1", "Table 1: RFF, fixed and learned rotation", paper.ROT, _rotation_rows("rff", (5,)),

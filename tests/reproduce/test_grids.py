@@ -77,9 +77,15 @@ def test_datasets_filter_picks_a_column(tmp_path, capsys):
 
 
 def test_table2_has_the_rows_beyond_the_paper():
-    """Scale drawn once for x and y, alone and in the similarity group, on every Table 2 data set."""
+    """Scale drawn once for x and y, without and with |det A|, and the similarity group, on every data set."""
     t2 = tables()["table2"]
-    for inv in ("isotropic-scale", "similarity"):
-        row = t2.rows[f"+ {inv} (beyond the paper)"]
+    for label, inv, jac in (("+ isotropic-scale (beyond the paper)", "isotropic-scale", False),
+                            ("+ isotropic-scale, |det A| (beyond the paper)", "isotropic-scale", True),
+                            ("+ similarity, |det A| (beyond the paper)", "similarity", True)):
+        row = t2.rows[label]
         assert set(row) == set(t2.datasets)
-        assert all(f"--invariance {inv}" in " ".join(c.argv("cpu", 0, "x")) for c in row.values())
+        for cell in row.values():
+            argv = cell.argv("cpu", 0, "x")
+            assert f"--invariance {inv}" in " ".join(argv) and ("--jacobian" in argv) == jac
+            assert cell.name(0).endswith("-jac-s0") == jac
+            assert cell.config("cpu", 0).jacobian is jac
