@@ -51,7 +51,8 @@ def test_benchmark_script_quick():
     assert out.returncode == 0, out.stderr
     assert "| relu | 16 |" in out.stdout and "naive / pyroinv" in out.stdout and "images per second" in out.stdout
     assert "| relu | 50 |" in out.stdout  # the evaluation row
-    assert "pyroinv, relu, batch 16, 3 steps:" in out.stdout and "_AdjointWarp" in out.stdout
+    # the profile's table (which operators fill its top rows depends on the machine's load)
+    assert "pyroinv, relu, batch 16, 3 steps:" in out.stdout and "Self CPU time total" in out.stdout
     assert "whole training step" in out.stdout
 
 
