@@ -106,8 +106,8 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
     ok = None if not (acc and mlp) else statistics.fmean(acc) >= 95 and statistics.fmean(acc) - statistics.fmean(mlp) >= 5
     rows.append(("5. ReLU + learned rotation, fully rotated: accuracy ≥ 95% and ≥ 5 points above the MLP",
                  f"{mean_sd(acc, unit='%')} vs MLP {mean_sd(mlp, unit='%')}", _verdict(ok)))
-    for label, model in (("+ affine", "affine model"), ("+ similarity, |det A| (beyond the paper)",
-                                                         "similarity model (isotropic scale, |det A|; beyond the paper)")):
+    for label, model in (("+ affine", "affine model"), ("+ similarity, Jacobian (beyond the paper)",
+                                                         "similarity model (isotropic scale, Jacobian; beyond the paper)")):
         row = g["table2"].rows[label]
         for d, expected in EXPECTED_GENERATOR.items():
             rs = cell_results(row[d], protocol, root)

@@ -221,7 +221,7 @@ def tables() -> dict[str, Table]:
     """Every grid the driver knows, by the name used on the command line."""
     t2 = {"SGPR": {d: sgpr(d) for d in paper.T2}, "MLP (ML)": {d: network("relu", d, "none", "ml") for d in paper.T2}}
     t2.update(_transformation_rows("relu", paper.T2))
-    t2.update({f"+ {inv}{', |det A|' if jac else ''} (beyond the paper)": {d: network("relu", d, inv, jacobian=jac)
+    t2.update({f"+ {inv}{', Jacobian' if jac else ''} (beyond the paper)": {d: network("relu", d, inv, jacobian=jac)
                                                                           for d in paper.T2} for inv, jac in BEYOND})
     rot = "mnist-rot"
     return {t.key: t for t in [

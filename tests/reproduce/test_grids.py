@@ -80,8 +80,8 @@ def test_table2_has_the_rows_beyond_the_paper():
     """Scale drawn once for x and y, without and with |det A|, and the similarity group, on every data set."""
     t2 = tables()["table2"]
     for label, inv, jac in (("+ isotropic-scale (beyond the paper)", "isotropic-scale", False),
-                            ("+ isotropic-scale, |det A| (beyond the paper)", "isotropic-scale", True),
-                            ("+ similarity, |det A| (beyond the paper)", "similarity", True)):
+                            ("+ isotropic-scale, Jacobian (beyond the paper)", "isotropic-scale", True),
+                            ("+ similarity, Jacobian (beyond the paper)", "similarity", True)):
         row = t2.rows[label]
         assert set(row) == set(t2.datasets)
         for cell in row.values():

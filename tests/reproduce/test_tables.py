@@ -41,9 +41,9 @@ def test_claims_verdicts_follow_the_rules(tmp_path):
     eta = [0.05, 0.02, 3.0, 0.1, 0.1, 0.0]  # rotation dominates after normalising by the ranges
     _write(tmp_path, g["table2"].rows["+ affine"]["mnist-trans"], 0, eta=eta)
     sim = [0.0, 0.0, 0.02, 0.4, 0.4, 0.0]  # the similarity model ties scale y to scale x
-    _write(tmp_path, g["table2"].rows["+ similarity, |det A| (beyond the paper)"]["mnist-scale"], 0, eta=sim)
+    _write(tmp_path, g["table2"].rows["+ similarity, Jacobian (beyond the paper)"]["mnist-scale"], 0, eta=sim)
     rows = {c: (m, v) for c, m, v in claims_rows("cpu", tmp_path)}
-    sim_key = ("6. similarity model (isotropic scale, |det A|; beyond the paper) on mnist-scale: dominant generator "
+    sim_key = ("6. similarity model (isotropic scale, Jacobian; beyond the paper) on mnist-scale: dominant generator "
                "is scale")
     assert rows[sim_key][1] == "holds" and rows[sim_key][0].startswith("scale (")
     assert rows["1. ReLU learned η_rot on mnist-rot: ≥ 150°"] == ("±168.3° ± 7.6° (3)", "holds")
