@@ -27,7 +27,13 @@ def _atomic_write(path: Path, write, previous: Path | None = None) -> None:
             f.flush()
             os.fsync(f.fileno())
         if previous is not None and path.exists():
-            os.replace(path, previous)  # the last good file stays beside the new one
+            # the last good file stays beside the new one; a hard link keeps ``path`` in place until the
+            # replace below, so a reader never finds it missing (a rename where links are not supported)
+            previous.unlink(missing_ok=True)
+            try:
+                os.link(path, previous)
+            except OSError:
+                os.replace(path, previous)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -118,6 +118,24 @@ def test_kill_during_checkpoint_write_leaves_previous_intact(tmp_path):
         assert state["w"].numel() in (10, 4_000_000)
 
 
+def test_checkpoint_is_never_missing_while_it_is_replaced(tmp_path, monkeypatch):
+    """The replaced file is kept as the previous one, and ``path`` exists at every moment of the swap."""
+    import os
+
+    from pyroinv.run import checkpoint
+
+    path, prev = tmp_path / "checkpoint.pt", tmp_path / "checkpoint.prev.pt"
+    save_checkpoint(path, {"step": 1}, previous=prev)
+    seen = []
+    replace = os.replace
+    monkeypatch.setattr(checkpoint.os, "replace", lambda a, b: (seen.append(path.exists()), replace(a, b))[1])
+    save_checkpoint(path, {"step": 2}, previous=prev)
+    assert seen and all(seen)
+    assert load_checkpoint(path)["step"] == 2 and load_checkpoint(prev)["step"] == 1
+    save_checkpoint(path, {"step": 3}, previous=prev)
+    assert load_checkpoint(path)["step"] == 3 and load_checkpoint(prev)["step"] == 2
+
+
 def test_interrupted_python_write_removes_its_temporary_file(tmp_path, monkeypatch):
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, {"step": 1})
