@@ -47,6 +47,10 @@ def test_protocols():
         tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("cpu-q0.05", 0, "x")))
     assert (earlier.estimator, earlier.guide_init_scale, earlier.mean_lr, earlier.eta_lr, earlier.w1_init_scale,
             earlier.eta_constraint, earlier.epochs) == ("shared", 0.05, 5e-3, 5e-3, 1.0, "none", 8)
+    all_images = tables()["tableC2"].rows["fixed 5°"]["mnist"].config("cpu-60k", 0)
+    steps = lambda c: c.epochs * -(-c.train_size // c.batch_size)  # noqa: E731
+    assert (all_images.train_size, all_images.hidden, all_images.samples) == (60000, 512, 16)
+    assert abs(steps(all_images) - steps(cpu)) / steps(cpu) < 0.01  # the same training budget in steps
 
 
 def test_shared_cells_run_once_and_rows_filter():
