@@ -32,6 +32,7 @@ def test_cell_names_are_unique_and_say_what_runs():
     grid = tables()
     assert grid["tableC2"].rows["fixed 90°"]["mnist-rot90"].name(2) == "relu-mnist-rot90-rotation-vi-fixed90-s2"
     assert grid["figure6"].rows["ML"]["mnist-rot"].name(0) == "relu-mnist-rot-rotation-ml-init5-s0"
+    assert grid["figure6"].rows["RFF: VI"]["mnist-rot"] == grid["table1"].rows["learned (5° init)"]["mnist-rot"]
     assert grid["augerino"].rows["Augerino λ=0.1"]["mnist"].name(0) == "relu-mnist-rotation-augerino-init5-w0.1-s0"
 
 

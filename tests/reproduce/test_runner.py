@@ -150,5 +150,5 @@ def test_driver_command_line(tmp_path):
     dry = subprocess.run([sys.executable, script, "figure6", "--dry-run", "--seeds", "0", "1", "--runs-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     lines = dry.stdout.splitlines()
-    assert dry.returncode == 0 and len(lines) == 6 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
+    assert dry.returncode == 0 and len(lines) == 10 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
     assert not any(tmp_path.iterdir())  # a dry run writes nothing

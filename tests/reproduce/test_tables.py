@@ -34,6 +34,8 @@ def test_claims_verdicts_follow_the_rules(tmp_path):
         _write(tmp_path, g["tableC2"].rows[f"fixed {a}°"]["mnist-rot90"], 0, deg=float(a), elbo_per_datapoint=e)
     _write(tmp_path, learned["mnist"], 0, deg=10.0)
     _write(tmp_path, g["figure6"].rows["ML"]["mnist-rot"], 0, deg=2.0)
+    _write(tmp_path, g["figure6"].rows["RFF: VI"]["mnist-rot"], 0, deg=176.0)
+    _write(tmp_path, g["figure6"].rows["RFF: ML"]["mnist-rot"], 0, deg=177.0)
     _write(tmp_path, g["headline"].rows["MLP (VI)"]["mnist-rot"], 0, test_accuracy=0.90)
     elbos = {5: -0.9, 45: -0.6, 90: -0.5, 135: -0.45, 175: -0.41}
     for a, e in elbos.items():
@@ -49,7 +51,9 @@ def test_claims_verdicts_follow_the_rules(tmp_path):
     assert rows["1. ReLU learned η_rot on mnist-rot: ≥ 150°"] == ("±168.3° ± 7.6° (3)", "holds")
     assert rows["1. ReLU learned η_rot on mnist-rot90: in [60°, 120°]"][1] == "does not hold"
     assert rows["1. ReLU learned η_rot on mnist: ≤ 45°"][1] == "holds"
-    assert rows["2. fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"][1] == "holds"
+    assert rows["2. ReLU, fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"][1] == "holds"
+    assert rows["2. RFF, fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"] == ("ML ±177.0°, VI ±176.0°",
+                                                                                    "does not hold")
     key3 = "3. ReLU, mnist-rot: best fixed-rotation ELBO at a matching level (135°, 175°)"
     assert rows[key3][1] == "holds" and rows[key3][0].startswith("best 175°")
     assert rows["4. ReLU, mnist-rot: learned ELBO ≥ best fixed ELBO"][1] == "holds"
@@ -88,4 +92,4 @@ def test_claims_show_a_dash_for_rotations_not_run(tmp_path):
     _write(tmp_path, learned["mnist-rot"], 0, deg=170.0)
     rows = {c: (m, v) for c, m, v in claims_rows("cpu", tmp_path)}
     assert rows["1. ReLU learned η_rot on mnist: ≤ 45°"] == ("–", "not run")
-    assert rows["2. fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"] == ("ML –, VI ±170.0°", "not run")
+    assert rows["2. ReLU, fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"] == ("ML –, VI ±170.0°", "not run")
