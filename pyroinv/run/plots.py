@@ -9,7 +9,6 @@ from matplotlib.lines import Line2D
 import torch  # noqa: E402
 
 from ..model import lie  # noqa: E402
-from ..model.warp import gaussian_blur, jacobian, warp_weight_bank  # noqa: E402
 
 HUMAN_LABELS = {
     "rotation_deg": "rotation η₃ (± degrees)",
@@ -112,14 +111,12 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
         eps_det[:, list(inv.active)] = t.unsqueeze(1)
         eps_rand[:, list(inv.active)] = torch.rand(columns, len(inv.active), generator=g) * 2 - 1
     C, h, w = features.input_shape
-    W = features.W1.detach().cpu()[:rows].reshape(rows, C, h, w)
     fig = Figure(figsize=(1.0 * (2 * columns + 1), 1.05 * rows + 0.6))
     axes = fig.subplots(rows, 2 * columns + 1, squeeze=False)
     for half, eps in ((0, eps_det), (1, eps_rand)):
-        T = lie.transforms(eta, lie.apply_ties(eps, inv.preset))
-        warped = warp_weight_bank(gaussian_blur(W, features.blur_sigma), T)
-        if getattr(features, "jacobian", False):  # the weights the network uses: |det A| w∘T
-            warped = warped * jacobian(T).view(-1, 1, 1, 1, 1)
+        T = lie.transforms(eta, lie.apply_ties(eps, inv.preset)).to(features.W1.device)
+        with torch.no_grad():  # the weights the network uses: blurred, warped, times |det A| with --jacobian
+            warped = features.weight_bank(T)[0][:, :rows].cpu().reshape(columns, rows, C, h, w)
         for j in range(rows):
             lim = float(warped[:, j].abs().max()) or 1.0
             for i in range(columns):

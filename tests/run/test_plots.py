@@ -3,16 +3,23 @@ import torch
 
 from pyroinv.model.invariance import Invariance
 from pyroinv.model.networks import InvariantFeatures
+from pyroinv.model.warp import jacobian
 from pyroinv.run import plots
 
 
-def test_filter_banks_show_the_det_weighted_weights_of_tied_scale(tmp_path, monkeypatch):
-    shown = []
-    monkeypatch.setattr(plots, "warp_weight_bank", lambda W, T: (shown.append(T) or torch.ones(T.shape[0], *W.shape)))
+def test_filter_banks_show_the_det_weighted_weights_of_tied_scale(tmp_path):
+    shown = {}
     for jac in (False, True):
+        torch.manual_seed(0)
         feats = InvariantFeatures((1, 12, 12), Invariance("isotropic-scale", init=0.5, image_size=12), hidden=4,
                                   jacobian=jac)
+        bank = feats.weight_bank
+        feats.weight_bank = lambda T, bank=bank, jac=jac: shown.setdefault(jac, (T, bank(T)))[1]
         plots.plot_filter_banks(feats, tmp_path / f"filters-{jac}.png", rows=2, columns=3)
         assert (tmp_path / f"filters-{jac}.png").stat().st_size > 0
-    T = shown[-1]
+    T, plain = shown[False]
     torch.testing.assert_close(T[:, 0, 0], T[:, 1, 1])  # one scale for x and y, in the plot too
+    torch.testing.assert_close(shown[True][0], T)
+    # with --jacobian the plot shows |det A| w∘T, the weights the network multiplies the inputs by
+    torch.testing.assert_close(shown[True][1][0], plain[0] * jacobian(T).view(-1, 1, 1))
+    assert not torch.allclose(shown[True][1][0], plain[0])
