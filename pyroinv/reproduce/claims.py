@@ -129,5 +129,12 @@ def claims_section(protocol: str, root: Path) -> str:
              "(rules in its docstring); `python scripts/reproduce.py claims --protocol "
              f"{protocol} --report-only` rewrites this table.", "",
              "| claim | measured (mean ± sd (seeds)) | verdict |", "|---|---|---|"]
-    lines += [f"| {c} | {m} | {v} |" for c, m, v in claims_rows(protocol, root)]
+    rows = claims_rows(protocol, root)
+    lines += [f"| {c} | {m} | {v} |" for c, m, v in rows if v != "not run"]
+    missing = sorted({c.split(".")[0] for c, _, v in rows if v == "not run"}, key=int)
+    if missing:
+        n = sum(v == "not run" for _, _, v in rows)
+        numbers = ", ".join(missing[:-1]) + (" and " if len(missing) > 1 else "") + missing[-1]
+        lines += ["", f"Not run under this protocol: {n} rows of claim{'s' if len(missing) > 1 else ''} {numbers} "
+                      "(their cells have not run; each row appears once they have)."]
     return "\n".join(lines)

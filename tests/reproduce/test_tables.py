@@ -2,7 +2,7 @@
 import json
 import math
 
-from pyroinv.reproduce.claims import claims_rows, dominant_generator
+from pyroinv.reproduce.claims import claims_rows, claims_section, dominant_generator
 from pyroinv.reproduce.grids import tables
 from pyroinv.reproduce.results import mean_sd
 from pyroinv.reproduce.tables import replace_section, write_report
@@ -93,3 +93,13 @@ def test_claims_show_a_dash_for_rotations_not_run(tmp_path):
     rows = {c: (m, v) for c, m, v in claims_rows("cpu", tmp_path)}
     assert rows["1. ReLU learned η_rot on mnist: ≤ 45°"] == ("–", "not run")
     assert rows["2. ReLU, fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°"] == ("ML –, VI ±170.0°", "not run")
+
+
+def test_claims_section_lists_rows_not_run_in_one_line(tmp_path):
+    learned = tables()["headline"].rows["learned (5° init)"]
+    _write(tmp_path, learned["mnist-rot"], 0, deg=170.0)
+    text = claims_section("cpu", tmp_path)
+    table = [line for line in text.splitlines() if line.startswith("| 1.") or line.startswith("| 2.")]
+    assert table == ["| 1. ReLU learned η_rot on mnist-rot: ≥ 150° | ±170.0° | holds |"]
+    last = text.splitlines()[-1]
+    assert last.startswith("Not run under this protocol: 23 rows of claims 1, 2, 3, 4, 5 and 6 (")
