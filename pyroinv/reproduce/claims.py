@@ -131,10 +131,10 @@ def claims_section(protocol: str, root: Path) -> str:
              "| claim | measured (mean ± sd (seeds)) | verdict |", "|---|---|---|"]
     rows = claims_rows(protocol, root)
     lines += [f"| {c} | {m} | {v} |" for c, m, v in rows if v != "not run"]
-    missing = sorted({c.split(".")[0] for c, _, v in rows if v == "not run"}, key=int)
+    not_run = [c for c, _, v in rows if v == "not run"]
+    missing = sorted({c.split(".")[0] for c in not_run}, key=int)
     if missing:
-        n = sum(v == "not run" for _, _, v in rows)
         numbers = ", ".join(missing[:-1]) + (" and " if len(missing) > 1 else "") + missing[-1]
-        lines += ["", f"Not run under this protocol: {n} rows of claim{'s' if len(missing) > 1 else ''} {numbers} "
+        lines += ["", f"Not run under this protocol: {len(not_run)} rows of claim{'s' if len(missing) > 1 else ''} {numbers} "
                       "(their cells have not run; each row appears once they have)."]
     return "\n".join(lines)
