@@ -8,8 +8,9 @@ Rules (stated in the rendered table as well):
    since the paper does not name Figure 6's network, for the RFF one.
 3. among the fixed rotations the best ELBO is at a level that matches the data: fully rotated 135° or
    175°; partially rotated 45°, 90° or 135°; regular 5° or 45° (the paper's own tables pick within these).
-   The fixed cells run one seed; where the best level does not match but the best matching level is within
-   2 sd of the learned cells' ELBO over seeds (on the same data), the verdict is "undecided".
+   Each fixed level's ELBO is the mean over the seeds that ran; where the best level does not match but the
+   best matching level is within 2 sd of the learned cells' ELBO over seeds (on the same data), the verdict is
+   "undecided".
 4. the learned model's ELBO ≥ the best fixed model's ELBO − 2 sd of the learned ELBO over seeds (with one
    seed: ≥ the best fixed ELBO).
 5. ReLU + learned rotation on fully rotated MNIST: accuracy ≥ 95% and ≥ 5 points above the MLP (VI).
