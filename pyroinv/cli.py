@@ -164,8 +164,6 @@ class _StderrHandler(logging.StreamHandler):
 
 def setup_logging() -> None:
     """Plain ``INFO`` lines from pyroinv's logger on stderr (other libraries stay quiet)."""
-    import warnings
-
     logger = logging.getLogger("pyroinv")
     if not logger.handlers:
         handler = _StderrHandler()
@@ -173,7 +171,6 @@ def setup_logging() -> None:
         logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    warnings.filterwarnings("ignore", message="ArviZ is undergoing a major refactor", category=FutureWarning)
 
 
 def given_flags(argv: Sequence[str]) -> set[str]:

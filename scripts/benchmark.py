@@ -5,6 +5,7 @@
     python scripts/benchmark.py --device cuda   # the same on the GPU
     python scripts/benchmark.py --quick         # small settings, seconds (used by the tests)
     python scripts/benchmark.py --compile       # and the pyroinv step under torch.compile
+    python scripts/benchmark.py --memory        # the memory estimate of a run against measured peaks
 
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
 on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory() (as the training scripts do) unless
@@ -45,6 +46,11 @@ def measure(args) -> dict:
         if args.profile:
             result["profile"] = profile_table(fn, args.device)
         return result
+    elif args.kind == "memory":
+        from pyroinv.inference.benchmark import training_memory
+
+        return training_memory(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
+                               num_train=args.num_train, inference=args.inference, device=args.device)
     else:
         fn = eval_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            n_test=args.n_test, batch=args.batch, device=args.device)
@@ -100,6 +106,32 @@ def describe_device(device: str) -> str:
     return cpu
 
 
+#: (network, hidden, samples, batch, training images, inference) of the memory table
+MEMORY_SETTINGS = [("relu", 64, 4, 16, 2048, "vi"), ("relu", 128, 64, 256, 2048, "vi"), ("relu", 256, 32, 128, 2048, "vi"),
+                   ("relu", 256, 16, 512, 2048, "vi"), ("relu", 512, 16, 128, 2048, "vi"),
+                   ("relu", 512, 16, 128, 20000, "vi"), ("relu", 512, 16, 128, 40000, "vi"),
+                   ("relu", 512, 128, 128, 2048, "vi"), ("relu", 1024, 32, 128, 2048, "vi"),
+                   ("rff", 1024, 32, 128, 2048, "vi"), ("relu", 1024, 32, 128, 2048, "ml"),
+                   ("relu", 1024, 64, 256, 2048, "vi"), ("relu", 1024, 32, 1024, 2048, "vi"),
+                   ("relu", 1536, 8, 32, 2048, "ml"), ("relu", 2048, 4, 32, 2048, "vi"), ("relu", 2048, 8, 64, 2048, "vi")]
+
+
+def memory_table(args) -> int:
+    """pyroinv.inference.memory's estimate against the measured peak of 3 training steps, each in its own process."""
+    what = "peak GPU MiB allocated" if args.device == "cuda" else "growth of the peak resident MiB"
+    print(f"{describe_device(args.device)}; 28x28 inputs, 10 classes; {what} from just before the Trainer is built "
+          f"to after 3 training steps\n")
+    print("| network | H | S | B | N | inference | estimated MiB | measured MiB | error |\n|---|---|---|---|---|---|---|---|---|")
+    for net, hidden, samples, batch, n, inference in MEMORY_SETTINGS:
+        args.hidden, args.samples = hidden, samples
+        base = [f"--hidden={hidden}", f"--samples={samples}", f"--threads={args.threads}", f"--device={args.device}"]
+        r = run_one(args, base, kind="memory", network=net, batch=batch, num_train=n, inference=inference)
+        err = (r["estimated_mb"] - r["measured_mb"]) / r["measured_mb"]
+        print(f"| {net} | {hidden} | {samples} | {batch} | {n} | {inference} | {r['estimated_mb']:.0f} | "
+              f"{r['measured_mb']:.0f} | {err:+.0%} |", flush=True)
+    return 0
+
+
 def main() -> int:
     p = OneLineParser(prog="benchmark.py", description=__doc__.splitlines()[0],
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -119,12 +151,17 @@ def main() -> int:
                    help="also print torch.profiler's operator table of every pyroinv training step measured")
     p.add_argument("--compile", action="store_true",
                    help="also time the pyroinv training step with its loss wrapped in torch.compile")
+    p.add_argument("--memory", action="store_true",
+                   help="only the memory table: pyroinv.inference.memory's estimate of a run against the measured peak "
+                        "of its first training steps, at 16 settings (each in its own process)")
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="step", help=argparse.SUPPRESS)
     p.add_argument("--path", default="pyroinv", help=argparse.SUPPRESS)
     p.add_argument("--network", default="relu", help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=128, help=argparse.SUPPRESS)
+    p.add_argument("--num-train", type=int, default=2048, help=argparse.SUPPRESS)
+    p.add_argument("--inference", default="vi", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.quick:
         args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
@@ -142,6 +179,8 @@ def main() -> int:
     if args.single:
         print(json.dumps(measure(args)))
         return 0
+    if args.memory:
+        return memory_table(args)
     from pyroinv.inference.benchmark import COMPILED, PATHS
 
     paths = PATHS + ((COMPILED,) if args.compile else ())

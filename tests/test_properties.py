@@ -7,16 +7,24 @@ Generated cases are kept small so the suite stays fast.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
+import json
 import math
+import os
+import socket
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from pyroinv.run import checkpoint, lock
 from pyroinv.run.checkpoint import read_json
 from pyroinv.cli import train_main, train_parser
 from pyroinv.data import validate_arrays
@@ -51,7 +59,8 @@ def _assert_contract(rc: int, err: str, out: Path, before: dict[str, bytes], roo
         return
     assert rc == 2, (rc, err)
     lines = [line for line in err.strip().splitlines() if line]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], err  # a fault met after loading follows the data's log line
     after = _snapshot(root)
     assert all(after.get(k) == v for k, v in before.items()), "a file written before was lost or changed"
 
@@ -226,7 +235,7 @@ def finished_run(tmp_path_factory, cache_dir, mnist):
 
 ALTERATIONS = ["none", "truncate-latest", "truncate-both", "garbage-latest", "delete-latest", "delete-both",
                "delete-config", "garbage-config", "empty-config", "delete-metrics", "garbage-metrics",
-               "other-flag", "other-folder-file"]
+               "other-flag", "other-folder-file", "locked-by-another-host", "stale-lock", "disk-full"]
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -266,7 +275,17 @@ def test_resume_against_altered_run_folders(finished_run, cache_dir, alteration,
         elif alteration == "other-folder-file":
             out = root / "a-file"
             out.write_text("not a folder")
+        elif alteration in ("locked-by-another-host", "stale-lock"):
+            dead = subprocess.Popen([sys.executable, "-c", "pass"])
+            dead.wait()
+            host = "another-host" if alteration == "locked-by-another-host" else socket.gethostname()
+            (out / lock.LOCK).write_text(json.dumps({"host": host, "pids": [dead.pid], "since": 0}))
         before = _snapshot(root)
-        rc, err = _run(["--out", str(out), "--resume", "--cache-dir", cache_dir, *extra])
+        faults = contextlib.ExitStack()
+        if alteration == "disk-full":  # every write of the run fails as on a full disk
+            faults.enter_context(mock.patch.object(checkpoint.os, "replace",
+                                                   side_effect=OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+        with faults:
+            rc, err = _run(["--out", str(out), "--resume", "--cache-dir", cache_dir, *extra])
         event(f"{alteration}: {'finished' if rc == 0 else 'refused'}")
         _assert_contract(rc, err, out, before, root)

@@ -20,11 +20,12 @@ import pyro
 import pyro.contrib.gp as gp
 import torch
 
-from ..run.checkpoint import write_json
+from ..run.checkpoint import append_line, write_failure, write_json
 from ..data import describe, load_dataset
 from ..errors import ConfigError
 from ..model import lie
 from ..run.folder import RunFolder, RunResults
+from ..run.lock import RunLock
 
 
 @dataclass
@@ -82,9 +83,15 @@ def predict(model: gp.models.SparseGPRegression, x: torch.Tensor, batch_size: in
 
 def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cache_dir: str | None = None,
              report=print) -> dict[str, Any]:
-    """Train and evaluate; write ``config.json``, ``metrics.jsonl`` and ``results.json`` into ``out``."""
+    """Train and evaluate; write ``config.json``, ``metrics.jsonl`` and ``results.json`` into ``out`` (under the
+    folder's lock, :class:`pyroinv.run.lock.RunLock`)."""
     cfg.validate()
     out = Path(out)
+    with RunLock(out):
+        return _run_sgpr(cfg, out, data_root, cache_dir, report)
+
+
+def _run_sgpr(cfg: SGPRConfig, out: Path, data_root: str | None, cache_dir: str | None, report) -> dict[str, Any]:
     if RunFolder(out).is_finished():
         raise ConfigError(f"--out {out} already holds a run; choose a new --out")
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
@@ -107,7 +114,11 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
     loss_fn = pyro.infer.Trace_ELBO().differentiable_loss
     n_outputs = data.num_classes
     t0 = time.perf_counter()
-    with open(out / "metrics.jsonl", "w") as log:
+    try:
+        log = open(out / "metrics.jsonl", "w")
+    except OSError as err:
+        raise write_failure(out / "metrics.jsonl", err) from None
+    with log:
         for step in range(1, cfg.steps + 1):
             optimizer.zero_grad()
             loss = loss_fn(model.model, model.guide)
@@ -119,7 +130,7 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
                 bound = -loss.item() / (x.shape[0] * n_outputs)
                 rec = {"step": step, "bound_per_datapoint": bound, "lengthscale": model.kernel.lengthscale.item(),
                        "noise": model.noise.item(), "wall_time_s": time.perf_counter() - t0}
-                log.write(json.dumps(rec) + "\n")
+                append_line(log, out / "metrics.jsonl", json.dumps(rec) + "\n")
                 if step % 50 == 0 or step == cfg.steps:
                     report(f"step {step}/{cfg.steps}  bound/N {bound:.4f}  lengthscale {rec['lengthscale']:.3f}  "
                            f"noise {rec['noise']:.4f}")

@@ -25,6 +25,7 @@ import math
 import resource
 import statistics
 import time
+import warnings
 from typing import Callable
 
 import torch
@@ -50,6 +51,19 @@ def _setup(network: str, hidden: int, samples: int, batch: int, device: str = "c
     return feats, inv, x, y, W2, eps
 
 
+def _compiled(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    """``torch.compile(fn)``, without Dynamo's note that it traces through the ``lru_cache`` of
+    :func:`pyroinv.model.lie` (the cached generators are constants, so tracing through the cache is exact)."""
+    compiled = torch.compile(fn)
+
+    def call() -> torch.Tensor:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*lru_cache", category=UserWarning, module=r"torch\._dynamo")
+            return compiled()
+
+    return call
+
+
 def step_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
                   batch: int = 128, device: str = "cpu") -> Callable[[], float]:
     """A closure running one forward + backward pass on ``path``; returns the loss."""
@@ -69,7 +83,7 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
     def loss() -> torch.Tensor:
         return -mc_log_predictive(features(), W2).gather(1, y.unsqueeze(1)).sum()
 
-    loss_fn = torch.compile(loss) if path == COMPILED else loss
+    loss_fn = _compiled(loss) if path == COMPILED else loss
 
     def step() -> float:
         feats.zero_grad(set_to_none=True)
@@ -140,3 +154,37 @@ def peak_memory_mb(device: str = "cpu") -> float:
     if torch.device(device).type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def training_memory(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
+                    num_train: int = 2048, inference: str = "vi", steps: int = 3, device: str = "cpu") -> dict:
+    """Peak memory of training, measured against :func:`pyroinv.inference.memory.estimate`: the growth of this
+    process's peak resident memory (CPU) or the allocator's peak (CUDA) from just before the
+    :class:`~pyroinv.inference.train.Trainer` is built (the data already loaded, as in a run) to after ``steps``
+    training steps on random 28x28 images. Run it in a fresh process: the resident peak cannot be lowered."""
+    import numpy as np
+
+    from ..config import Config
+    from ..data.splits import Split
+    from .memory import estimate, resident_bytes
+    from .train import Trainer
+
+    rng = np.random.default_rng(0)
+    n_test = 10
+    data = Split("random", rng.integers(0, 256, (num_train, 1, 28, 28), dtype=np.uint8),
+                 rng.integers(0, 10, num_train), rng.integers(0, 256, (n_test, 1, 28, 28), dtype=np.uint8),
+                 rng.integers(0, 10, n_test), 10)
+    cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, inference=inference,
+                 init_eta=30.0, epochs=1000, device=device)
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    else:
+        before = resident_bytes()[0]
+    trainer = Trainer(cfg, data, device=device)
+    for _ in range(steps):
+        trainer.train_step()
+    peak = torch.cuda.max_memory_allocated(device) if cuda else resident_bytes()[1]
+    est = estimate(cfg, (1, 28, 28), 10, num_train, n_test)
+    return {"measured_mb": (peak - before) / 2 ** 20, "estimated_mb": est.total / 2 ** 20}

@@ -12,6 +12,8 @@ from .grids import PROTOCOLS, tables
 from .runner import DaskRunner, Job, parse_resources
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the runs the published tables in docs/RESULTS.md are made from
+PUBLISHED_RUNS = ROOT / "runs" / "reproduce"
 
 
 def parser() -> OneLineParser:
@@ -37,10 +39,15 @@ def parser() -> OneLineParser:
     p.add_argument("--resources", nargs="+", metavar="NAME=AMOUNT",
                    help="what each cell needs of a worker, e.g. GPU=1 (one cell per GPU; start workers with "
                         "--resources GPU=1)")
-    p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "reproduce",
+    p.add_argument("--connect-timeout", type=float, default=20.0, metavar="SECONDS",
+                   help="how long to wait for --scheduler to answer (default: 20)")
+    p.add_argument("--runs-dir", type=Path, default=PUBLISHED_RUNS,
                    help="where cell folders go: RUNS_DIR/PROTOCOL/CELL (default: runs/reproduce)")
-    p.add_argument("--results-md", type=Path, default=ROOT / "docs" / "RESULTS.md",
-                   help="the Markdown file whose marked sections are rewritten (default: docs/RESULTS.md)")
+    p.add_argument("--results-md", type=Path, default=None,
+                   help="the Markdown file whose marked sections are rewritten (default: docs/RESULTS.md for the "
+                        "default --runs-dir, the published tables' runs; RUNS_DIR/RESULTS.md for any other)")
+    p.add_argument("--write-docs", action="store_true",
+                   help="rewrite docs/RESULTS.md's tables from another --runs-dir (replaces the published rows)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print each cell's command and state; run nothing")
     mode.add_argument("--report-only", action="store_true", help="write the tables from finished cells; run nothing")
@@ -62,6 +69,16 @@ def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path
     return list(seen)
 
 
+def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False) -> Path:
+    """Where the tables go: ``results_md`` if given; docs/RESULTS.md for the published runs (or ``write_docs``);
+    else ``RUNS_DIR/RESULTS.md`` beside the runs, so a scratch runs directory never rewrites the published tables."""
+    if results_md is not None:
+        return results_md
+    if write_docs or runs_dir.resolve() == PUBLISHED_RUNS.resolve():
+        return ROOT / "docs" / "RESULTS.md"
+    return runs_dir / "RESULTS.md"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -73,6 +90,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             p.error(f"--datasets {' '.join(unknown)}: not a column of {' '.join(args.tables)}; choose from "
                     f"{', '.join(sorted(known))}")
+    if not args.connect_timeout > 0:
+        p.error("--connect-timeout must be a positive number of seconds")
+    if args.write_docs and args.results_md is not None:
+        p.error("--write-docs and --results-md name two report files; pass one")
+    results_md = report_file(args.runs_dir, args.results_md, args.write_docs)
     jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows, args.datasets)
     try:
         if args.dry_run:
@@ -83,12 +105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.report_only:
             resources = parse_resources(args.resources)
-            with DaskRunner(args.jobs, args.threads, scheduler=args.scheduler, resources=resources) as runner:
+            with DaskRunner(args.jobs, args.threads, scheduler=args.scheduler, resources=resources,
+                            connect_timeout=args.connect_timeout) as runner:
                 runner.run(jobs, report=lambda s: print(s, flush=True))
         if not args.no_report:
             from .tables import write_report
-            written = write_report(args.tables, args.protocol, args.runs_dir, args.results_md)
-            print(f"wrote {', '.join(written)} into {args.results_md}")
+            written = write_report(args.tables, args.protocol, args.runs_dir, results_md)
+            print(f"wrote {', '.join(written)} into {results_md}")
     except PyroinvError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,11 +1,14 @@
 """Run the cells of a grid on a Dask cluster, resumably: a finished cell is never rerun.
 
 A cell's folder is ``RUNS/PROTOCOL/NAME``; its console output goes to ``RUNS/PROTOCOL/NAME.log``.
-Finished = ``results.json`` present (and the saved configuration equal to the cell's, else the folder is
-refused as holding another run); a checkpoint without results = interrupted, continued with ``--resume``.
+What a folder holds is :meth:`pyroinv.run.folder.RunFolder.state`'s answer, the same rules as the command
+line's: finished (``results.json``), resumable (a checkpoint, the latest or the one before it: continued with
+``--resume``), unstarted (empty, or killed before its first checkpoint: started again from step 0), or
+holding another run (refused).
 
 The unit of work sent to a worker is :func:`train_cell`: "train or resume this run folder", one
-``svi_train.py`` (or ``sgpr_train.py``) process under a lock file (:mod:`.locks`). So a worker that dies
+``svi_train.py`` (or ``sgpr_train.py``) process under the run folder's lock (:mod:`pyroinv.run.lock`, the same
+lock ``svi_train.py`` takes: the process works under its worker's lock through ``$PYROINV_RUN_LOCK``). So a worker that dies
 leaves a checkpoint, and the cell, rescheduled by Dask (``retries`` on the future, and the scheduler's own
 rescheduling of a lost worker's tasks), resumes from it. :class:`DaskRunner` starts a ``LocalCluster`` sized
 to the machine, or connects to a running scheduler (``--scheduler tcp://HOST:8786``); the run folders must
@@ -28,7 +31,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ConfigError, PyroinvError, one_line
-from . import locks
+from ..run import lock as locks
+from ..run.folder import DONE, FOREIGN, RESUMABLE, RunFolder
 from .grids import Cell
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
@@ -74,11 +78,14 @@ class Job:
             return sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
         return cfg.differences(saved)
 
-    def state(self) -> str:
-        """``done``, ``partial`` (checkpoint, no results) or ``todo``."""
-        if (self.out / "results.json").exists():
-            return "done"
-        return "partial" if (self.out / "checkpoint.pt").exists() else "todo"
+    def state(self, check_settings: bool = True) -> str:
+        """``done``, ``partial`` (a checkpoint to resume) or ``todo`` (nothing, or killed before its first
+        checkpoint), from :meth:`RunFolder.state`; a folder holding another run is refused (:func:`check_folder`).
+        ``check_settings=False`` on a worker: the driver has compared the settings (the grids are defined there)."""
+        state = RunFolder(self.out).state(self.differences if check_settings else None)
+        if state == FOREIGN:
+            check_folder(self)
+        return {DONE: "done", RESUMABLE: "partial"}.get(state, "todo")
 
 
 def results(job: Job) -> dict | None:
@@ -88,12 +95,11 @@ def results(job: Job) -> dict | None:
 
 def check_folder(job: Job) -> None:
     """Refuse a cell folder whose saved configuration is not the cell's."""
-    path = job.out / "config.json"
-    if path.exists():
-        diff = job.differences(json.loads(path.read_text()))
-        if diff:
-            raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "
-                              f"or pass another --runs-dir")
+    folder = RunFolder(job.out)
+    if folder.state(job.differences) == FOREIGN:
+        diff = job.differences(folder.config())
+        raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "
+                          f"or pass another --runs-dir")
 
 
 # ----------------------------------------------------------------------------------------------- worker side
@@ -135,13 +141,17 @@ def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, p
     if not job.root.is_dir():
         raise CellError(f"worker {where} on {socket.gethostname()} cannot see the runs directory {job.root}; put "
                         f"it on storage every worker shares (--runs-dir)")
-    if job.state() == "done":
+    if job.state(check_settings=False) == "done":
         return {"state": "done", "worker": where}
-    if not locks.acquire(job.out, wait=lock_wait):
+    token = uuid.uuid4().hex
+    if not locks.acquire(job.out, wait=lock_wait, token=token):
         return {"state": "locked", "worker": where, "holder": locks.holder(job.out)}
     try:
-        state = job.state()
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        state = job.state(check_settings=False)
+        if state == "done":  # finished by another driver while this one waited for the lock
+            return {"state": "done", "worker": where}
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+               locks.TOKEN_ENV: token}  # the training process works under this lock instead of refusing it
         if pin_gpu and where.isdigit() and "CUDA_VISIBLE_DEVICES" not in os.environ:
             env["CUDA_VISIBLE_DEVICES"] = where
         argv = job.argv(resume=state == "partial", cell_args=cell_args)
@@ -203,11 +213,14 @@ class DaskRunner:
             one cell per GPU; local workers are started with it and pin the GPU of their number).
         retries: how often a failed cell is tried again (each try resumes from its checkpoint).
         lock_wait: seconds a cell waits for its folder's lock before it is reported as held by another driver.
+        connect_timeout: seconds to wait for ``scheduler`` to answer before a one-line :class:`ConfigError`.
     """
 
     def __init__(self, workers: int = 1, threads: int = 1, scheduler: str | None = None,
-                 resources: dict[str, float] | None = None, retries: int = 1, lock_wait: float = 30.0) -> None:
+                 resources: dict[str, float] | None = None, retries: int = 1, lock_wait: float = 30.0,
+                 connect_timeout: float = 20.0) -> None:
         self.workers, self.threads, self.retries, self.lock_wait = workers, threads, retries, lock_wait
+        self.connect_timeout = connect_timeout
         self.scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
         self.resources = resources or {}
         self.client = None
@@ -218,7 +231,7 @@ class DaskRunner:
 
         if self.scheduler:
             try:
-                self.client = Client(self.scheduler, timeout="20s")
+                self.client = Client(self.scheduler, timeout=f"{self.connect_timeout}s")
             except (OSError, TimeoutError) as err:
                 raise ConfigError(f"no Dask scheduler answers at {self.scheduler} ({one_line(err)}); start one "
                                   f"(dask scheduler) or drop --scheduler") from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..run.checkpoint import read_jsonl
+from ..run.checkpoint import read_jsonl, write_bytes
 from ..run.plots import plot_eta_panels
 from .claims import claims_section
 from .grids import Table, protocol_flags, tables
@@ -119,5 +119,5 @@ def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Pat
         written.append(key)
     text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))
     written.append("claims")
-    results_md.write_text(text)
+    write_bytes(results_md, text.encode())
     return written

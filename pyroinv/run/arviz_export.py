@@ -18,7 +18,9 @@ needs several chains, so neither diagnoses the fit.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -30,10 +32,20 @@ from ..model.invariance import Invariance
 SUMMARY_TEST_POINTS = 5
 
 
+def import_arviz() -> ModuleType:
+    """``import arviz``, without the ``FutureWarning`` about its coming refactor that arviz < 1 prints once a day
+    on import (nothing a user of this package can act on; arviz 1 needs Python >= 3.12)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module="arviz")
+        import arviz
+
+    return arviz
+
+
 @torch.no_grad()
 def inference_data(pp: PosteriorPredictive, invariance: Invariance, seed: int = 0):
     """Build the ``InferenceData`` (see module docstring) from a posterior-predictive pass ``pp``."""
-    import arviz as az
+    az = import_arviz()
 
     L, N, K = pp.per_draw.shape
     g = torch.Generator(device="cpu").manual_seed(seed)
@@ -61,8 +73,13 @@ def inference_data(pp: PosteriorPredictive, invariance: Invariance, seed: int = 
 
 
 def save_inference_data(idata, path: Path) -> None:
-    """Write ``idata`` to netCDF (``idata.to_netcdf``)."""
-    idata.to_netcdf(str(path))
+    """Write ``idata`` to netCDF (read back with ``az.from_netcdf``): serialised in memory
+    (``idata.to_datatree().to_netcdf()``), then written atomically, so a full disk is a one-line
+    :class:`~pyroinv.run.checkpoint.RunWriteError` and never a half-written HDF5 file (HDF5 that fails a write
+    on a full disk fails again, loudly, when its file object is collected)."""
+    from .checkpoint import write_bytes
+
+    write_bytes(Path(path), bytes(idata.to_datatree().to_netcdf(None, engine="h5netcdf")))
 
 
 def readable_summary(idata):
@@ -70,10 +87,7 @@ def readable_summary(idata):
 
     A point estimate (one draw) has no spread: only its value is shown.
     """
-    import warnings
-
-    import arviz as az
-
+    az = import_arviz()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # numpy's warnings for the spread of a single draw
         table = az.summary(idata, var_names=["w_norm", "p_true"], kind="stats")

@@ -3,29 +3,78 @@
 Checkpoints hold only tensors, numbers, strings and containers and are read back
 with ``torch.load(weights_only=True)``. Every write goes to a temporary file in the
 same folder that is then renamed over the target, so a kill in the middle of a
-write leaves the previous file intact.
+write leaves the previous file intact; the renamed file gets the mode a plain
+``open()`` would give under the process's umask (0644 under umask 022). A write
+that fails (a full disk, a quota, any ``OSError``) raises :class:`RunWriteError`:
+one line naming the file, the errno and what to do, with the previous file intact.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
 from ..errors import PyroinvError, one_line
 
 
-def _atomic_write(path: Path, write, previous: Path | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+class RunWriteError(PyroinvError):
+    """A file of a run could not be written (full disk, quota, permissions, ...); the last checkpoint is intact."""
+
+
+#: what to say for the errors a full or restricted file system gives
+_REASONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EACCES: "permission denied", errno.EROFS: "the file system is read-only"}
+
+
+def write_failure(path: Path, err: BaseException) -> RunWriteError:
+    """The one-line :class:`RunWriteError` for ``err`` raised while writing ``path``."""
+    code = getattr(err, "errno", None)
+    if code in _REASONS:
+        reason = f"{_REASONS[code]} ({errno.errorcode[code]})"
+    elif code is not None and code in errno.errorcode:
+        reason = f"{os.strerror(code)} ({errno.errorcode[code]})"
+    else:
+        reason = one_line(err, 160)
+    return RunWriteError(f"cannot write {path}: {reason}; the files already written are intact: make room (or fix "
+                         f"the folder's permissions), then continue with --resume")
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (0o666 & ~umask)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # no /proc: read the umask by setting it, and put it back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, previous: Path | None = None) -> Iterator[Path]:
+    """``with atomic_path(p) as tmp:`` write ``tmp`` (by name, for writers that need one); on success it
+    replaces ``p`` with the umask's mode (with ``previous``, the file it replaces is kept there). On any error
+    the temporary file is removed and ``p`` is untouched; an ``OSError`` becomes :class:`RunWriteError`."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as err:
+        raise write_failure(path, err) from None
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, file_mode())
         if previous is not None and path.exists():
             # the last good file stays beside the new one; a hard link keeps ``path`` in place until the
             # replace below, so a reader never finds it missing (a rename where links are not supported)
@@ -35,9 +84,36 @@ def _atomic_write(path: Path, write, previous: Path | None = None) -> None:
             except OSError:
                 os.replace(path, previous)
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise write_failure(path, err) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def _atomic_write(path: Path, write: Callable[[Any], object], previous: Path | None = None) -> None:
+    """Write ``path`` through ``write(binary_file)``, atomically (see :func:`atomic_path`)."""
+    with atomic_path(path, previous) as tmp:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Atomically write ``data`` to ``path``."""
+    _atomic_write(Path(path), lambda f: f.write(data))
+
+
+def append_line(f, path: Path, line: str) -> None:
+    """Append ``line`` to the open text file ``f`` (``path``) and flush; an ``OSError`` is a :class:`RunWriteError`.
+    A torn last line is skipped by :func:`read_jsonl` and dropped when the run resumes."""
+    try:
+        f.write(line)
+        f.flush()
+    except OSError as err:
+        raise write_failure(path, err) from None
 
 
 #: what every checkpoint of a training run holds
@@ -50,7 +126,9 @@ class CheckpointError(PyroinvError):
 
 def save_checkpoint(path: Path, state: dict[str, Any], previous: Path | None = None) -> None:
     """Atomically ``torch.save`` ``state`` to ``path``; with ``previous``, the file it replaces is kept there."""
-    _atomic_write(Path(path), lambda f: torch.save(state, f), None if previous is None else Path(previous))
+    buffer = io.BytesIO()  # serialised first, so that a failing disk gives the OSError itself, not torch's wrapper
+    torch.save(state, buffer)
+    _atomic_write(Path(path), lambda f: f.write(buffer.getbuffer()), None if previous is None else Path(previous))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -95,8 +173,7 @@ def load_latest_checkpoint(latest: Path, previous: Path, map_location: str | tor
 
 def write_json(path: Path, obj: Any) -> None:
     """Atomically write ``obj`` as indented JSON."""
-    data = (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode()
-    _atomic_write(Path(path), lambda f: f.write(data))
+    write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode())
 
 
 def read_json(path: Path) -> Any:

@@ -26,8 +26,11 @@ from ..config import Config
 from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError, one_line
 from ..inference.evaluate import elbo_per_datapoint, posterior_predictive
+from ..inference.memory import check_fits
 from ..inference.methods import method
-from .folder import CHECKPOINT, CONFIG, METRICS, RunFolder, RunResults
+from .checkpoint import append_line, write_failure
+from .folder import CHECKPOINT, CONFIG, DONE, FOREIGN, METRICS, RESUMABLE, UNSTARTED, RunFolder, RunResults
+from .lock import RunLock
 from ..inference.train import Trainer
 
 log = logging.getLogger("pyroinv")
@@ -43,6 +46,43 @@ class Interrupted(PyroinvError):
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.signum = signum
+
+
+class StopSignals:
+    """SIGINT and SIGTERM for the whole run: while training, a signal is noted and the loop checkpoints and stops
+    at the end of its step; once training is over (:meth:`raise_now`), a signal stops the final evaluation, plots
+    and ArviZ export at once with :class:`Interrupted` (nothing of the results is written before the end, so
+    ``--resume`` finishes the run); once ``results.json`` is written (:meth:`ignore`), signals are noted only."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._finishing: str | None = None
+        self._previous: dict = {}
+
+    def _handler(self, signum, _frame) -> None:
+        self.received = signum
+        if self._finishing is not None:
+            raise Interrupted(f"stopped by signal {signal.Signals(signum).name} during {self._finishing}; the "
+                              f"trained checkpoint is kept, finish the run with --resume", signum)
+
+    def raise_now(self, during: str) -> None:
+        """From now on a signal raises :class:`Interrupted` naming ``during`` (a pending one raises at once)."""
+        self._finishing = during
+        if self.received is not None:
+            self._handler(self.received, None)
+
+    def ignore(self) -> None:
+        self._finishing = None
+
+    def __enter__(self) -> "StopSignals":
+        self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self._previous.items():
+            signal.signal(s, h)
 
 
 def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
@@ -89,14 +129,29 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
     cfg.validate()
     device = resolve_device(cfg.device)  # fail before anything is written
     folder = RunFolder(out)
+    with RunLock(folder.path), StopSignals() as signals:  # one writer per folder; Ctrl-C stops with a checkpoint
+        return _train(cfg, folder, device, signals, resume, data_root, cache_dir, progress, log_every,
+                      checkpoint_every, max_steps, quiet)
+
+
+def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSignals, resume: bool,
+           data_root: str | None, cache_dir: str | None, progress: bool | None, log_every: int,
+           checkpoint_every: int | None, max_steps: int | None, quiet: bool) -> dict[str, Any]:
+    """:func:`run_experiment` under the folder's lock and the signal handlers."""
+    out = folder.path
+    if resume and folder.state(cfg.differences) == UNSTARTED and (folder / CONFIG).exists():
+        log.info("%s", f"{out} was stopped before its first checkpoint; starting it again from step 0")
+        resume = False
     if resume:  # a damaged checkpoint is reported before anything else is done
         folder.check_resume(cfg)
         state, used = folder.load_checkpoint(device)
     else:
-        folder.check_new()
+        folder.check_new(cfg)
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed)
     check_inputs(cfg, data.input_shape)  # before anything is written
+    # a run that cannot fit stops here with one line, instead of being killed by the operating system
+    check_fits(cfg, data.input_shape, data.num_classes, len(data.y_train), len(data.y_test), device)
     log.info("data %s", describe(data, cfg.train_size, cfg.test_size))
     trainer = Trainer(cfg, data, device=device)
     if resume:
@@ -116,17 +171,15 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
              trainer.steps_per_epoch)
     every = checkpoint_every or trainer.steps_per_epoch
     objective = method(cfg.inference).objective
-    stop = {"signal": None}
-
-    def handler(signum, _frame):
-        stop["signal"] = signum
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     bar = _progress(trainer.total_steps, trainer.step, progress)
     last_good = trainer.step
     steps_this_call = 0
     try:
-        with open(folder / METRICS, "a") as metrics:
+        metrics = open(folder / METRICS, "a")
+    except OSError as err:
+        raise write_failure(folder / METRICS, err) from None
+    try:
+        with metrics:
             while not trainer.done:
                 rec = trainer.train_step()
                 steps_this_call += 1
@@ -137,8 +190,7 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
                         f"--eta-constraint tanh")
                 if rec["step"] % log_every == 0 or trainer.done:
                     r = _record(trainer, rec)
-                    metrics.write(json.dumps(r) + "\n")
-                    metrics.flush()
+                    append_line(metrics, folder / METRICS, json.dumps(r) + "\n")
                     desc = trainer.model.invariance.describe()
                     bar.set_postfix_str(f"{objective} {r['elbo_per_datapoint']:.3f} NLL {r['nll']:.3f} "
                                         f"{_regime(r)} {desc}")
@@ -151,26 +203,30 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
                 if trainer.step % every == 0 or trainer.done:
                     folder.save_checkpoint(trainer.state_dict())
                     last_good = trainer.step
-                if stop["signal"] is not None or (max_steps is not None and steps_this_call >= max_steps):
-                    folder.save_checkpoint(trainer.state_dict())
-                    if stop["signal"] is not None:
-                        raise Interrupted(f"stopped by signal {signal.Signals(stop['signal']).name} at step "
+                if signals.received is not None or (max_steps is not None and steps_this_call >= max_steps):
+                    if last_good != trainer.step:
+                        folder.save_checkpoint(trainer.state_dict())
+                    if signals.received is not None:
+                        raise Interrupted(f"stopped by signal {signal.Signals(signals.received).name} at step "
                                           f"{trainer.step}; checkpoint written, continue with --resume",
-                                          stop["signal"])
+                                          signals.received)
                     return {"step": trainer.step, "finished": False}
     finally:
         bar.close()
-        for s, h in previous.items():
-            signal.signal(s, h)
-    return finish(trainer, folder.path, quiet=quiet)
+    return finish(trainer, folder.path, quiet=quiet, signals=signals)
 
 
-def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
-    """Evaluate, write ``results.json``, the plots and the ArviZ file; print a summary."""
+def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignals | None = None) -> dict[str, Any]:
+    """Evaluate, write the plots, the ArviZ file and, last, ``results.json``; print a summary.
+
+    With ``signals`` (a run's :class:`StopSignals`), SIGINT or SIGTERM before ``results.json`` is written stops
+    with :class:`Interrupted`; the folder then holds the final checkpoint and ``--resume`` finishes it."""
     from .arviz_export import inference_data, readable_summary, save_inference_data
     from .plots import plot_curves, plot_eta, plot_filter_banks
 
     cfg, folder = trainer.cfg, RunFolder(out)
+    if signals is not None:
+        signals.raise_now("the final evaluation, plots and ArviZ export")
     m = method(cfg.inference)
     t0 = time.perf_counter()
     model, guide = trainer.model, trainer.guide
@@ -199,6 +255,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False) -> dict[str, Any]:
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device)))
+    if signals is not None:
+        signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:
         return results
     print(f"\nlearned invariance: {inv.describe()}")
@@ -219,12 +277,10 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
     folder that holds a run with other settings is refused (one-line :class:`ConfigError`).
     """
     folder = RunFolder(out)
-    if (folder / CONFIG).exists():
-        folder.check_same_run(cfg)
-        if folder.is_finished():
-            return folder.results()
-        if folder.has_checkpoint():
-            return run_experiment(cfg, out, resume=True, **kwargs)
-        # an attempt stopped before its first checkpoint: only its metrics log is left; start again
-        (folder / METRICS).unlink(missing_ok=True)
-    return run_experiment(cfg, out, **kwargs)
+    state = folder.state(cfg.differences)
+    if state == FOREIGN:
+        folder.check_same_run(cfg)  # names the settings that differ
+    if state == DONE:
+        return folder.results()
+    # an attempt stopped before its first checkpoint is started again from step 0
+    return run_experiment(cfg, out, resume=state == RESUMABLE, **kwargs)

@@ -6,9 +6,13 @@ A run folder (``--out``) holds
 * ``meta.json``: what the data decided: input shape, number of classes, training-set size;
 * ``metrics.jsonl``: one JSON record per logged step;
 * ``checkpoint.pt`` (and ``checkpoint.prev.pt``, the one before): everything ``--resume`` needs;
-* ``results.json``: written by :func:`write_results` for every method and for the SGPR baseline alike;
-* plots and ``posterior.nc``.
+* ``results.json``: written by :func:`write_results` for every method and for the SGPR baseline alike,
+  the last file of a run;
+* plots and ``posterior.nc``;
+* ``.lock`` while a process trains in it (:mod:`pyroinv.run.lock`).
 
+:meth:`RunFolder.state` is the one set of rules for what a folder holds (``done``, ``resumable``,
+``unstarted``, ``foreign``), used by the command line, ``run_or_load`` and the reproduction runner alike.
 :func:`load_run` rebuilds a trained model and guide from a folder.
 """
 from __future__ import annotations
@@ -17,11 +21,12 @@ import json
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .checkpoint import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_json
+from .checkpoint import (load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes,
+                         write_json)
 from ..config import Config
 from ..errors import ConfigError
 
@@ -30,12 +35,18 @@ CHECKPOINT = "checkpoint.pt"
 #: the checkpoint before the latest, kept so that a damaged latest file costs one checkpoint interval
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"
 
+#: what :meth:`RunFolder.state` tells: finished; interrupted with a checkpoint; empty or stopped before its first
+#: checkpoint (started again from step 0); holding a run with other settings
+DONE, RESUMABLE, UNSTARTED, FOREIGN = "done", "resumable", "unstarted", "foreign"
+
 
 def versions() -> dict[str, str]:
     """Python, torch, pyro and arviz versions, recorded in every ``results.json``."""
-    import arviz
     import pyro
 
+    from .arviz_export import import_arviz
+
+    arviz = import_arviz()
     return {"python": platform.python_version(), "torch": torch.__version__, "pyro": pyro.__version__,
             "arviz": arviz.__version__}
 
@@ -103,14 +114,33 @@ class RunFolder:
         """The saved ``config.json`` (one-line error if it is damaged)."""
         return read_config(self / CONFIG)
 
-    def check_new(self) -> None:
-        """Refuse a folder that cannot take a new run (nothing is written)."""
+    def state(self, differences: Callable[[dict[str, Any]], list[str]] | None = None) -> str:
+        """What the folder holds: :data:`DONE` (``results.json``), :data:`RESUMABLE` (a checkpoint, the latest or
+        the one before it), :data:`UNSTARTED` (nothing, or an attempt killed before its first checkpoint: at most
+        ``config.json``, ``meta.json`` and ``metrics.jsonl``) or :data:`FOREIGN` (``differences(saved config)``
+        names a setting: another run's folder). A damaged ``config.json`` is a one-line error."""
+        if differences is not None and (self / CONFIG).exists() and differences(self.config()):
+            return FOREIGN
+        if self.is_finished():
+            return DONE
+        return RESUMABLE if self.has_checkpoint() else UNSTARTED
+
+    def check_new(self, cfg: Config | None = None) -> None:
+        """Refuse a folder that cannot take a new run of ``cfg`` (nothing is written): a file, a finished or
+        resumable run, or an attempt with other settings. An attempt of the same run that stopped before its first
+        checkpoint may be started again."""
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(f"--out {self.path} is a file, not a folder; choose a new --out")
-        if self.path.exists() and any((self / n).exists() for n in (CHECKPOINT, PREVIOUS_CHECKPOINT, RESULTS,
-                                                                    METRICS)):
+        if not self.path.exists():
+            return
+        state = self.state(None if cfg is None else cfg.differences)
+        if state in (DONE, RESUMABLE) or (cfg is None and (self / METRICS).exists()):
             raise ConfigError(f"--out {self.path} already holds a run; pass --resume to continue it or choose a "
                               f"new --out")
+        if state == FOREIGN:
+            raise ConfigError(f"--out {self.path} holds an attempt with other settings "
+                              f"({', '.join(cfg.differences(self.config()))}) that stopped before its first "
+                              f"checkpoint; delete it or choose a new --out")
 
     def check_resume(self, cfg: Config) -> None:
         """Refuse to resume a folder without a checkpoint, or one trained with other settings."""
@@ -132,8 +162,9 @@ class RunFolder:
                               f"folder")
 
     def start(self, cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_data: int) -> None:
-        """Create the folder with ``config.json`` and ``meta.json``."""
+        """Create the folder with ``config.json`` and ``meta.json`` (an earlier attempt's metrics are dropped)."""
         self.path.mkdir(parents=True, exist_ok=True)
+        (self / METRICS).unlink(missing_ok=True)
         write_json(self / CONFIG, cfg.to_dict())
         write_json(self / META, {"input_shape": list(input_shape), "num_classes": num_classes, "num_data": num_data})
 
@@ -154,8 +185,8 @@ class RunFolder:
 
     def truncate_metrics(self, step: int) -> None:
         """Drop the records after ``step`` (those of steps a resumed run will train again)."""
-        kept = [r for r in self.metrics() if r["step"] <= step]
-        (self / METRICS).write_text("".join(json.dumps(r) + "\n" for r in kept))
+        kept = "".join(json.dumps(r) + "\n" for r in self.metrics() if r["step"] <= step).encode()
+        write_bytes(self / METRICS, kept)
 
     def write_results(self, results: RunResults) -> dict[str, Any]:
         """Write ``results.json`` (the one writer of it) and return what was written."""

@@ -9,6 +9,7 @@ from matplotlib.lines import Line2D
 import torch  # noqa: E402
 
 from ..model import lie  # noqa: E402
+from .checkpoint import atomic_path  # noqa: E402
 
 HUMAN_LABELS = {
     "rotation_deg": "rotation η₃ (± degrees)",
@@ -20,6 +21,13 @@ HUMAN_LABELS = {
 }
 HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "scale_x_factor",
               4: "scale_y_factor", 5: "shear"}
+
+
+def save_figure(fig: Figure, path: Path, dpi: int) -> None:
+    """Write ``fig`` to ``path`` atomically (a full disk is a one-line :class:`~.checkpoint.RunWriteError`)."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
 
 
 def _eta_axes(ax, key: str, top: float = 0.0) -> None:
@@ -44,7 +52,7 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
         _eta_axes(ax, key, max(values))
     fig.suptitle(title or "learned invariance over training")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 #: the regime panels of ``curves.png``: metrics key, axis label
@@ -89,7 +97,7 @@ def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N 
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 @torch.no_grad()
@@ -134,7 +142,7 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
         axes[0, i + columns + 1].set_title("sample", fontsize=7)
     fig.suptitle(f"W₁ filter banks: deterministic sweep (left), sampled (right) — {inv.describe()}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
 
 
 def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
@@ -176,4 +184,4 @@ def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]]
     fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(right, 0.5))
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0, right, 1))
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)

@@ -3,6 +3,7 @@ worker's cell resumes with the same results, locked and refused folders, and the
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -12,9 +13,11 @@ import pytest
 
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
-from pyroinv.reproduce import grids, locks
+from pyroinv.reproduce import grids
+from pyroinv.run import lock as locks
 from pyroinv.reproduce.grids import network
 from pyroinv.reproduce.runner import CellError, DaskRunner, Job, check_folder, parse_resources, train_cell
+from pyroinv.run.checkpoint import read_jsonl
 from pyroinv.run.experiment import run_experiment
 from tests.run.test_experiment import ROOT, TINY
 
@@ -96,16 +99,6 @@ def test_a_cell_locked_by_another_driver_is_not_trained_twice(tiny_protocol, tmp
         assert runner.run([job], report=lines.append)[job]["state"] == "trained"
 
 
-def test_a_stale_lock_is_taken_over(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (tmp_path / locks.LOCK).write_text(json.dumps({"host": os.uname().nodename, "pids": [dead.pid]}))
-    assert locks.acquire(tmp_path)
-    assert json.loads((tmp_path / locks.LOCK).read_text())["pids"] == [os.getpid()]
-    (tmp_path / locks.LOCK).write_text(json.dumps({"host": "another-host", "pids": [dead.pid]}))
-    assert not locks.acquire(tmp_path)  # another host's lock is respected
-
-
 def test_an_existing_scheduler_runs_the_cells(tiny_protocol, tmp_path, mnist):
     from distributed import LocalCluster
 
@@ -152,3 +145,60 @@ def test_driver_command_line(tmp_path):
     lines = dry.stdout.splitlines()
     assert dry.returncode == 0 and len(lines) == 10 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_a_cell_killed_before_its_first_checkpoint_starts_again_cleanly(tiny_protocol, tmp_path, mnist):
+    """What a SIGKILL (the kernel's OOM killer) leaves before the first checkpoint: config, meta, a few metrics."""
+    job = Job(network("relu", "mnist-rot", init=5), 0, "tiny", tmp_path)
+    cfg = job.cell.config("tiny", 0)
+    run_experiment(cfg, job.out, progress=False, log_every=1, max_steps=2)
+    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
+        (job.out / name).unlink(missing_ok=True)
+    assert {p.name for p in job.out.iterdir()} == {"config.json", "meta.json", "metrics.jsonl"}
+    assert job.state() == "todo"
+    with DaskRunner(workers=1) as runner:
+        assert runner.run([job], report=lambda s: None)[job]["state"] == "trained"
+    assert job.state() == "done" and "# start" in job.log.read_text()
+    # the killed attempt's records (steps 1 and 2) went with it; the cell logs every 10 steps and its last (8)
+    assert [r["step"] for r in read_jsonl(job.out / "metrics.jsonl")] == [8]
+
+
+def test_the_runner_reads_cell_states_from_the_run_folder(tmp_path):
+    job = Job(network("relu", "mnist"), 0, "cpu", tmp_path)
+    assert job.state() == "todo"
+    job.out.mkdir(parents=True)
+    (job.out / "config.json").write_text(json.dumps(job.cell.config("cpu", 0).to_dict()))
+    (job.out / "checkpoint.prev.pt").write_bytes(b"the one before the latest")  # the latest was lost in a copy
+    assert job.state() == "partial"
+    (job.out / "results.json").write_text("{}")
+    assert job.state() == "done"
+
+
+def test_an_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = str(ROOT / "scripts" / "reproduce.py")
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, script, "figure6", "--scheduler", f"tcp://127.0.0.1:{port}",
+                           "--connect-timeout", "3", "--runs-dir", str(tmp_path), "--no-report"],
+                          capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"error: no Dask scheduler answers at tcp://127.0.0.1:{port}")
+    assert elapsed < 3 + 30, elapsed  # the timeout, plus starting Python and importing the package
+
+
+def test_a_scratch_runs_directory_never_rewrites_the_published_tables(tmp_path):
+    script = str(ROOT / "scripts" / "reproduce.py")
+    published = (ROOT / "docs" / "RESULTS.md").read_bytes()
+    done = subprocess.run([sys.executable, script, "headline", "--report-only", "--runs-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (ROOT / "docs" / "RESULTS.md").read_bytes() == published
+    report = tmp_path / "RESULTS.md"
+    assert f"into {report}" in done.stdout and "<!-- reproduce:headline:cpu begin -->" in report.read_text()
+    both = subprocess.run([sys.executable, script, "headline", "--report-only", "--runs-dir", str(tmp_path),
+                           "--write-docs", "--results-md", str(tmp_path / "x.md")], capture_output=True, text=True,
+                          timeout=120)
+    assert both.returncode == 2 and both.stderr.count("\n") == 1

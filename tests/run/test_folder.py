@@ -7,7 +7,7 @@ import torch
 from pyroinv.run.checkpoint import load_checkpoint, save_checkpoint
 from pyroinv.errors import ConfigError
 from pyroinv.run.experiment import run_experiment
-from pyroinv.run.folder import META, RunFolder, RunResults, load_run
+from pyroinv.run.folder import DONE, FOREIGN, META, RESUMABLE, UNSTARTED, RunFolder, RunResults, load_run
 
 from .test_experiment import tiny_config
 
@@ -63,3 +63,35 @@ def test_extra_results_cannot_overwrite_common_fields(tmp_path):
 def test_a_folder_without_a_run_is_named(tmp_path):
     with pytest.raises(ConfigError, match="is not a run folder"):
         load_run(tmp_path)
+
+
+def test_state_is_one_set_of_rules_for_what_a_folder_holds(tmp_path):
+    cfg = tiny_config()
+    folder = RunFolder(tmp_path / "run")
+    assert folder.state(cfg.differences) == UNSTARTED  # nothing there yet
+    folder.path.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg.to_dict()))
+    (folder / "metrics.jsonl").write_text('{"step": 1}\n')  # killed before its first checkpoint
+    assert folder.state(cfg.differences) == UNSTARTED
+    folder.check_new(cfg)  # the same run may start there again
+    other = tiny_config(hidden=8)
+    assert folder.state(other.differences) == FOREIGN
+    with pytest.raises(ConfigError, match=r"holds an attempt with other settings \(hidden\) that stopped before its "
+                                          r"first checkpoint; delete it or choose a new --out"):
+        folder.check_new(other)
+    save_checkpoint(folder / "checkpoint.prev.pt", {"step": 1})  # only the one before the latest survived
+    assert folder.state(cfg.differences) == RESUMABLE and folder.state() == RESUMABLE
+    with pytest.raises(ConfigError, match="already holds a run; pass --resume"):
+        folder.check_new(cfg)
+    (folder / "results.json").write_text("{}")
+    assert folder.state(cfg.differences) == DONE
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again_with_or_without_resume(tmp_path, cache_dir, mnist):
+    out = tmp_path / "run"
+    run_experiment(tiny_config(), out, cache_dir=cache_dir, progress=False, log_every=1, max_steps=2, quiet=True)
+    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
+        (out / name).unlink(missing_ok=True)
+    run_experiment(tiny_config(), out, resume=True, cache_dir=cache_dir, progress=False, log_every=1, quiet=True)
+    assert [r["step"] for r in RunFolder(out).metrics()] == list(range(1, 9))
+    assert RunFolder(out).state() == DONE

@@ -137,14 +137,16 @@ def test_checkpoint_is_never_missing_while_it_is_replaced(tmp_path, monkeypatch)
 
 
 def test_interrupted_python_write_removes_its_temporary_file(tmp_path, monkeypatch):
+    from pyroinv.run import checkpoint
+
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, {"step": 1})
 
-    def explode(obj, f):
-        f.write(b"partial")
+    def explode(fd):  # the new file is written in full, not yet renamed
+        assert any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(torch, "save", explode)
+    monkeypatch.setattr(checkpoint.os, "fsync", explode)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, {"step": 2})
     monkeypatch.undo()
