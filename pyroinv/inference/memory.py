@@ -33,6 +33,7 @@ import torch
 from ..config import Config
 from ..errors import ConfigError
 from ..model.estimators import num_draws
+from .methods import method
 
 FLOAT = 4
 #: temporaries of a step, in copies of each term (fitted; see the module docstring)
@@ -67,7 +68,7 @@ def estimate(cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_tr
     D = math.prod(input_shape)
     H, K, S, B = cfg.hidden, num_classes, cfg.samples, min(cfg.batch_size, num_train)
     F = H + 1
-    gaussian = cfg.inference == "vi"
+    gaussian = method(cfg.inference).bayesian  # a Cholesky q, else a point estimate of W2
     params = (K * F * F + 2 * K * F if gaussian else K * F) + (H * D + H if cfg.network == "relu" else 0)
     image = len(input_shape) == 3
     warped = S * (B if B < H else H) * D if image else 0

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from pyroinv.cli import train_main
 from pyroinv.run import checkpoint, experiment
 from pyroinv.run.checkpoint import RunWriteError, load_checkpoint, read_jsonl
 from pyroinv.run.experiment import run_experiment
@@ -61,9 +62,8 @@ def test_a_full_disk_during_training_is_one_line_and_resume_continues_once_there
     assert line.startswith(f"error: cannot write {out}/") and "the disk is full (ENOSPC)" in line and "--resume" in line
     assert not (out / "results.json").exists() and not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     small_disk.grow(out.parent)
-    resumed = run_script([*args, "--resume"], cache_dir)
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads((out / "results.json").read_text())["steps"] == 126
+    resumed = train_main([*args, "--resume", "--cache-dir", str(cache_dir)])
+    assert resumed == 0 and json.loads((out / "results.json").read_text())["steps"] == 126
 
 
 def test_a_full_disk_after_training_keeps_the_final_checkpoint(small_disk, cache_dir, mnist):
@@ -74,8 +74,7 @@ def test_a_full_disk_after_training_keeps_the_final_checkpoint(small_disk, cache
     assert "the disk is full (ENOSPC)" in _one_error_line(full.stderr)
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 8 and not (out / "results.json").exists()
     small_disk.grow(out.parent)
-    resumed = run_script([*args, "--resume"], cache_dir)
-    assert resumed.returncode == 0, resumed.stderr
+    assert train_main([*args, "--resume", "--cache-dir", str(cache_dir)]) == 0
     assert {p.name for p in out.iterdir()} >= {"results.json", "posterior.nc", "filters.png"}
 
 
@@ -157,10 +156,18 @@ def test_run_files_get_the_mode_the_umask_gives(tmp_path, cache_dir, mnist, umas
     assert modes == {name: 0o666 & ~umask for name in modes}, modes
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, cache_dir, mnist):
+    """The results of TINY (as the command line saves it: device auto) run without interruption."""
+    out = tmp_path_factory.mktemp("whole") / "run"
+    run_experiment(tiny_config(device="auto"), out, cache_dir=cache_dir, progress=False, quiet=True)
+    return json.loads((out / "results.json").read_text())
+
+
 @pytest.mark.parametrize("sig, where", [(signal.SIGINT, "plots.plot_filter_banks"),
-                                        (signal.SIGTERM, "arviz_export.save_inference_data"),
-                                        (signal.SIGTERM, "experiment.posterior_predictive")])
-def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tmp_path, cache_dir, mnist, sig, where):
+                                        (signal.SIGTERM, "arviz_export.save_inference_data")])
+def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tmp_path, cache_dir, uninterrupted, sig,
+                                                                             where):
     module, name = where.split(".")
     out = tmp_path / "cut"
     child = textwrap.dedent(f"""
@@ -183,11 +190,9 @@ def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tm
     assert last == (f"stopped by signal {signal.Signals(sig).name} during the final evaluation, plots and ArviZ "
                     f"export; the trained checkpoint is kept, finish the run with --resume")
     assert not (out / "results.json").exists() and not (out / ".lock").exists()
-    resumed = run_script([*TINY, "--out", str(out), "--resume"], cache_dir)
-    assert resumed.returncode == 0, resumed.stderr
-    whole = run_script([*TINY, "--out", str(tmp_path / "whole")], cache_dir)
-    a, b = (json.loads((p / "results.json").read_text()) for p in (out, tmp_path / "whole"))
-    assert a["test_accuracy"] == b["test_accuracy"] and a["eta"] == b["eta"] and a["test_nll"] == b["test_nll"]
+    got = run_experiment(tiny_config(device="auto"), out, resume=True, cache_dir=cache_dir, progress=False, quiet=True)
+    assert {k: got[k] for k in ("test_accuracy", "test_nll", "eta", "steps")} == \
+        {k: uninterrupted[k] for k in ("test_accuracy", "test_nll", "eta", "steps")}
 
 
 def test_the_first_run_on_a_fresh_machine_prints_no_third_party_warning(tmp_path, cache_dir, mnist):

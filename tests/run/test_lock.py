@@ -2,6 +2,7 @@
 under the lock its parent hands down, and a refused run leaves nothing behind."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,25 +26,30 @@ def _dead_pid() -> int:
 
 def test_a_second_trainer_on_the_same_folder_stops_with_one_line_naming_the_holder(tmp_path, cache_dir, mnist):
     out = tmp_path / "run"
-    longer = [*TINY, "--train-size", "2000", "--epochs", "20", "--log-every", "10", "--out", str(out)]
+    longer = [*TINY, "--train-size", "2000", "--epochs", "50", "--log-every", "10", "--out", str(out)]
     env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
     first = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "svi_train.py"), *longer], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not (out / "metrics.jsonl").exists() and time.time() < deadline:
-        time.sleep(0.1)
-    assert first.poll() is None, first.stderr.read()
-    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name != lock.LOCK}
-    second = run_script(longer, cache_dir)
+    try:
+        deadline = time.time() + 120
+        while not (out / "metrics.jsonl").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        assert first.poll() is None, first.stderr.read()
+        before = {name: (out / name).read_bytes() for name in ("config.json", "meta.json")}
+        second = run_script(longer, cache_dir)
+        assert first.poll() is None, "the first run ended before the second was refused"
+    finally:
+        first.send_signal(signal.SIGTERM)  # it writes a checkpoint and stops
+        first.wait(timeout=120)
     assert second.returncode == 2
     lines = second.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {out} is being trained by pid {first.pid} on host "
                                                    f"{socket.gethostname()} since "), second.stderr
     assert "wait, or use another --out" in lines[0]
-    assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert first.returncode == 128 + signal.SIGTERM, first.stderr.read()
     steps = [r["step"] for r in read_jsonl(out / "metrics.jsonl")]
-    assert steps == sorted(set(steps)), "two runs' metrics were interleaved"
-    assert all(before[name] == (out / name).read_bytes() for name in ("config.json", "meta.json"))
+    assert steps and steps == sorted(set(steps)), "two runs' metrics were interleaved"
+    assert all(before[name] == (out / name).read_bytes() for name in before)
     assert not (out / lock.LOCK).exists()
 
 
