@@ -1,6 +1,6 @@
 """Faults a run folder meets outside training proper: a full disk (a real small file system where this machine lets
-the tests mount one, injected errors everywhere), the user's umask, signals during the final evaluation, and the
-warnings a user cannot act on."""
+the tests mount one, injected errors everywhere), the user's umask, signals during the final evaluation (with the
+warnings a user cannot act on kept out of the output)."""
 import errno
 import json
 import os
@@ -55,7 +55,7 @@ def _one_error_line(stderr: str) -> str:
 def test_a_full_disk_during_training_is_one_line_and_resume_continues_once_there_is_room(small_disk, cache_dir,
                                                                                             mnist):
     out = small_disk("3m") / "run"
-    args = [*TINY, "--train-size", "2000", "--hidden", "256", "--log-every", "10", "--no-progress", "--out", str(out)]
+    args = [*TINY, "--train-size", "1000", "--hidden", "256", "--log-every", "10", "--no-progress", "--out", str(out)]
     full = run_script(args, cache_dir)
     assert full.returncode == 2
     line = _one_error_line(full.stderr)
@@ -63,7 +63,7 @@ def test_a_full_disk_during_training_is_one_line_and_resume_continues_once_there
     assert not (out / "results.json").exists() and not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     small_disk.grow(out.parent)
     resumed = train_main([*args, "--resume", "--cache-dir", str(cache_dir)])
-    assert resumed == 0 and json.loads((out / "results.json").read_text())["steps"] == 126
+    assert resumed == 0 and json.loads((out / "results.json").read_text())["steps"] == 64
 
 
 def test_a_full_disk_after_training_keeps_the_final_checkpoint(small_disk, cache_dir, mnist):
@@ -181,11 +181,14 @@ def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tm
         target.{name} = stopped
         sys.exit(train_main({[*TINY, "--no-progress", "--out", str(out)]!r}))
     """)
-    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    # a machine arviz has not seen today: arviz < 1 then warns of its coming refactor on import, which the run hides
+    fresh = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache")}
+    env = {**os.environ, **fresh, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-c", child], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 128 + sig, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "Warning" not in proc.stderr and (tmp_path / "xdg-cache" / "arviz").exists(), proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (f"stopped by signal {signal.Signals(sig).name} during the final evaluation, plots and ArviZ "
                     f"export; the trained checkpoint is kept, finish the run with --resume")
@@ -195,11 +198,3 @@ def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tm
         {k: uninterrupted[k] for k in ("test_accuracy", "test_nll", "eta", "steps")}
 
 
-def test_the_first_run_on_a_fresh_machine_prints_no_third_party_warning(tmp_path, cache_dir, mnist):
-    fresh = {"XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "HOME": str(tmp_path / "home")}  # arviz warns once a day
-    env = {**os.environ, **fresh, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1", "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "svi_train.py"), *TINY, "--no-progress", "--out",
-                           str(tmp_path / "run")], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    assert "Warning" not in proc.stderr and "warn(" not in proc.stderr, proc.stderr
-    assert (tmp_path / "xdg-cache" / "arviz").exists()  # arviz did look, and was kept quiet
