@@ -35,7 +35,9 @@ from ..run import lock as locks
 from ..run.folder import DONE, FOREIGN, RESUMABLE, RunFolder
 from .grids import Cell
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+#: the ``pyroinv`` command (``python -m pyroinv COMMAND``) that runs each script's cells, so that a worker needs the
+#: installed package only
+COMMAND = {"svi_train.py": "train", "sgpr_train.py": "sgpr"}
 
 
 class CellError(PyroinvError):
@@ -62,8 +64,9 @@ class Job:
         return self.cell.argv(self.protocol, self.seed, str(self.out))
 
     def argv(self, resume: bool, cell_args: list[str] | None = None) -> list[str]:
-        """The command that starts (or, with ``resume``, continues) the cell, with this Python."""
-        args = [sys.executable, str(SCRIPTS / self.cell.script)]
+        """The command that starts (or, with ``resume``, continues) the cell, with this Python: ``python -m pyroinv
+        train ...`` (or ``sgpr``), which needs the installed package, not a checkout of the repository."""
+        args = [sys.executable, "-m", "pyroinv", COMMAND[self.cell.script]]
         if resume:
             return [*args, "--out", str(self.out), "--resume", "--no-progress"]
         return [*args, *(self.cell_args() if cell_args is None else cell_args), "--no-progress"]
