@@ -9,6 +9,7 @@ from typing import Sequence
 from ..cli import OneLineParser
 from ..errors import PyroinvError
 from .grids import PROTOCOLS, tables
+from .kept import keep
 from .runner import DaskRunner, Job, parse_resources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             with DaskRunner(args.jobs, args.threads, scheduler=args.scheduler, resources=resources,
                             connect_timeout=args.connect_timeout) as runner:
                 runner.run(jobs, report=lambda s: print(s, flush=True))
+        for job in jobs:  # finished cells of a kept protocol outlive this machine (pyroinv.reproduce.kept)
+            keep(job.out, job.protocol)
         if not args.no_report:
             from .tables import write_report
             written = write_report(args.tables, args.protocol, args.runs_dir, results_md)

@@ -9,6 +9,7 @@ from typing import Sequence
 
 from ..run.checkpoint import read_json
 from .grids import Cell
+from .kept import kept_root
 
 LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mnist": "regular",
           "mnist-trans": "translated", "mnist-scale": "scaled", "mnist-rot-trans": "rotated + translated",
@@ -18,16 +19,18 @@ LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mni
 
 
 def finished(cell: Cell, protocol: str, root: Path) -> list[tuple[int, Path]]:
-    """``(seed, folder)`` of every finished run (``results.json`` present) of ``cell``, in seed order."""
+    """``(seed, folder)`` of every finished run (``results.json`` present) of ``cell``, in seed order: its run
+    folder under ``root``, or, for a seed with none there, the outputs kept in the repository (:mod:`.kept`)."""
     stem = cell.name(0)[:-len("-s0")]
-    folder = root / protocol
-    found = []
-    if folder.exists():
+    found: dict[int, Path] = {}
+    for folder in (root / protocol, kept_root() / protocol):  # a run folder first
+        if not folder.exists():
+            continue
         for d in folder.iterdir():
             m = re.fullmatch(re.escape(stem) + r"-s(\d+)", d.name)
             if m and (d / "results.json").exists():
-                found.append((int(m.group(1)), d))
-    return sorted(found)
+                found.setdefault(int(m.group(1)), d)
+    return sorted(found.items())
 
 
 def cell_results(cell: Cell, protocol: str, root: Path) -> list[dict]:

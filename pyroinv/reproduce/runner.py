@@ -34,6 +34,7 @@ from ..errors import ConfigError, PyroinvError, one_line
 from ..run import lock as locks
 from ..run.folder import DONE, FOREIGN, RESUMABLE, RunFolder
 from .grids import Cell
+from .kept import keep, kept_folder
 
 #: the ``pyroinv`` command (``python -m pyroinv COMMAND``) that runs each script's cells, so that a worker needs the
 #: installed package only
@@ -88,12 +89,24 @@ class Job:
         state = RunFolder(self.out).state(self.differences if check_settings else None)
         if state == FOREIGN:
             check_folder(self)
+        if state != DONE and self.kept() is not None:
+            return "done"  # finished on another machine; its outputs are kept in the repository
         return {DONE: "done", RESUMABLE: "partial"}.get(state, "todo")
+
+    def kept(self) -> Path | None:
+        """The folder of this cell's outputs kept in the repository (:mod:`.kept`), if it holds the same run."""
+        folder = RunFolder(kept_folder(self.protocol, self.out.name))
+        if not folder.is_finished():
+            return None
+        return folder.path if folder.state(self.differences) == DONE else None
 
 
 def results(job: Job) -> dict | None:
-    path = job.out / "results.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """The cell's ``results.json``: from its run folder, else from the outputs kept in the repository."""
+    for folder in (job.out, job.kept()):
+        if folder is not None and (folder / "results.json").exists():
+            return json.loads((folder / "results.json").read_text())
+    return None
 
 
 def check_folder(job: Job) -> None:
@@ -287,6 +300,8 @@ class DaskRunner:
                     outcome = {"state": "failed", "error": one_line(err, 300)}
                     failed += 1
                 outcomes[job] = outcome
+                if outcome["state"] == "trained":
+                    keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
                 r = results(job)
                 if outcome["state"] == "locked":
                     what = f"skipped: another driver is training it ({(outcome.get('holder') or {}).get('host')})"
