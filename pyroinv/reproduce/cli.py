@@ -109,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             with DaskRunner(args.jobs, args.threads, scheduler=args.scheduler, resources=resources,
                             connect_timeout=args.connect_timeout) as runner:
                 runner.run(jobs, report=lambda s: print(s, flush=True))
-        for job in jobs:  # finished cells of a kept protocol outlive this machine (pyroinv.reproduce.kept)
-            keep(job.out, job.protocol)
+        else:  # the runner keeps the cells it sees finished; without it, keep them here (pyroinv.reproduce.kept)
+            for job in jobs:
+                keep(job.out, job.protocol)
         if not args.no_report:
             from .tables import write_report
             written = write_report(args.tables, args.protocol, args.runs_dir, results_md)

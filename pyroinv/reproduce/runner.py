@@ -96,8 +96,6 @@ class Job:
     def kept(self) -> Path | None:
         """The folder of this cell's outputs kept in the repository (:mod:`.kept`), if it holds the same run."""
         folder = RunFolder(kept_folder(self.protocol, self.out.name))
-        if not folder.is_finished():
-            return None
         return folder.path if folder.state(self.differences) == DONE else None
 
 
@@ -279,6 +277,9 @@ class DaskRunner:
         for job in jobs:
             check_folder(job)
         todo = [j for j in jobs if j.state() != "done"]
+        for job in jobs:  # finished before: kept now (a no-op for a cell kept already and not run here)
+            if job not in todo:
+                keep(job.out, job.protocol)
         for root in {j.root for j in todo}:
             root.mkdir(parents=True, exist_ok=True)
         where = f"scheduler {self.scheduler}" if self.scheduler else f"a local cluster of {self.workers} worker(s)"

@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 
@@ -92,18 +92,14 @@ def atomic_path(path: Path, previous: Path | None = None) -> Iterator[Path]:
         raise
 
 
-def _atomic_write(path: Path, write: Callable[[Any], object], previous: Path | None = None) -> None:
-    """Write ``path`` through ``write(binary_file)``, atomically (see :func:`atomic_path`)."""
-    with atomic_path(path, previous) as tmp:
+def write_bytes(path: Path, data: bytes | memoryview, previous: Path | None = None) -> None:
+    """Atomically write ``data`` to ``path`` (see :func:`atomic_path`; with ``previous``, the file it replaces is
+    kept there)."""
+    with atomic_path(Path(path), previous) as tmp:
         with open(tmp, "wb") as f:
-            write(f)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-
-
-def write_bytes(path: Path, data: bytes) -> None:
-    """Atomically write ``data`` to ``path``."""
-    _atomic_write(Path(path), lambda f: f.write(data))
 
 
 def append_line(f, path: Path, line: str) -> None:
@@ -128,7 +124,7 @@ def save_checkpoint(path: Path, state: dict[str, Any], previous: Path | None = N
     """Atomically ``torch.save`` ``state`` to ``path``; with ``previous``, the file it replaces is kept there."""
     buffer = io.BytesIO()  # serialised first, so that a failing disk gives the OSError itself, not torch's wrapper
     torch.save(state, buffer)
-    _atomic_write(Path(path), lambda f: f.write(buffer.getbuffer()), None if previous is None else Path(previous))
+    write_bytes(path, buffer.getbuffer(), None if previous is None else Path(previous))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

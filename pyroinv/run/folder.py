@@ -125,7 +125,7 @@ class RunFolder:
             return DONE
         return RESUMABLE if self.has_checkpoint() else UNSTARTED
 
-    def check_new(self, cfg: Config | None = None) -> None:
+    def check_new(self, cfg: Config) -> None:
         """Refuse a folder that cannot take a new run of ``cfg`` (nothing is written): a file, a finished or
         resumable run, or an attempt with other settings. An attempt of the same run that stopped before its first
         checkpoint may be started again."""
@@ -133,8 +133,8 @@ class RunFolder:
             raise ConfigError(f"--out {self.path} is a file, not a folder; choose a new --out")
         if not self.path.exists():
             return
-        state = self.state(None if cfg is None else cfg.differences)
-        if state in (DONE, RESUMABLE) or (cfg is None and (self / METRICS).exists()):
+        state = self.state(cfg.differences)
+        if state in (DONE, RESUMABLE):
             raise ConfigError(f"--out {self.path} already holds a run; pass --resume to continue it or choose a "
                               f"new --out")
         if state == FOREIGN:
