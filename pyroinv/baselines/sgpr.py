@@ -23,6 +23,7 @@ import torch
 from ..run.checkpoint import append_line, write_failure, write_json
 from ..data import describe, load_dataset
 from ..errors import ConfigError
+from ..inference.build import device_name
 from ..model import lie
 from ..run.folder import RunFolder, RunResults
 from ..run.lock import RunLock
@@ -144,7 +145,7 @@ def _run_sgpr(cfg: SGPRConfig, out: Path, data_root: str | None, cache_dir: str 
         test_accuracy=acc, test_nll=None, elbo_per_datapoint=None, train_loglik_per_datapoint=None,
         eta=no_eta.tolist(), eta_human=lie.to_human(no_eta, None), learned_invariance="no invariance",
         steps=cfg.steps, train_size=int(x.shape[0]), test_size=int(x_test.shape[0]), train_wall_time_s=train_time,
-        eval_wall_time_s=time.perf_counter() - t1, device="cpu",
+        eval_wall_time_s=time.perf_counter() - t1, device="cpu", device_name=device_name("cpu"),
         extra={"sgpr_bound_per_datapoint": -loss.item() / (x.shape[0] * n_outputs), "inducing": cfg.inducing,
                "lengthscale": model.kernel.lengthscale.item(), "noise": model.noise.item()}))
     report(f"SGPR ({cfg.inducing} inducing points): test accuracy {100 * acc:.2f}%  results in {out}/")

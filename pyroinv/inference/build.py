@@ -1,6 +1,8 @@
 """Build the Pyro model, guide and ELBO of a :class:`~pyroinv.config.Config`."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyro.infer
 import torch
 from pyro.nn import PyroModule
@@ -79,3 +81,23 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda was asked for but CUDA is not available here; use --device cpu or auto")
     return torch.device(name)
+
+
+def device_name(device: torch.device | str) -> str:
+    """The card or processor that ``device`` is, e.g. ``NVIDIA H200`` or ``Intel(R) Xeon(R) ... (2 cores)``, for
+    results that say which machine made them."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import os
+    import platform
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model} ({os.cpu_count()} cores)"

@@ -10,9 +10,12 @@ from ..cli import OneLineParser
 from ..errors import PyroinvError
 from .grids import PROTOCOLS, tables
 from .kept import keep
-from .runner import DaskRunner, Job, parse_resources
+from .runner import DaskRunner, Job, cuda_devices, parse_resources
 
 ROOT = Path(__file__).resolve().parents[2]
+#: cells trained at once on each GPU by default (a whole step at batch 128 is launch-bound: one cell leaves the
+#: card mostly idle); ``scripts/gpu_grid.sh --sweep`` measures cells per hour against this number
+GPU_CELLS = 4
 #: the runs the published tables in docs/RESULTS.md are made from
 PUBLISHED_RUNS = ROOT / "runs" / "reproduce"
 
@@ -31,7 +34,7 @@ def parser() -> OneLineParser:
                    help="only the rows whose label contains one of these (e.g. fixed; default: every row)")
     p.add_argument("--datasets", nargs="+", metavar="NAME",
                    help="only the cells of these data sets, the tables' columns (e.g. mnist-rot90; default: all)")
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--jobs", type=int, default=None,
                    help="worker processes of the local Dask cluster, i.e. cells trained at the same time (default: 1)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell (default: 1)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -40,6 +43,15 @@ def parser() -> OneLineParser:
     p.add_argument("--resources", nargs="+", metavar="NAME=AMOUNT",
                    help="what each cell needs of a worker, e.g. GPU=1 (one cell per GPU; start workers with "
                         "--resources GPU=1)")
+    p.add_argument("--cells-per-gpu", type=int, default=None, metavar="K",
+                   help="train K cells at once on each GPU (a local cluster of K workers per GPU; with --scheduler, "
+                        f"each cell asks GPU=1/K of a worker). Default: {GPU_CELLS} on a machine with CUDA when "
+                        "neither --jobs nor --resources is given, else off")
+    p.add_argument("--minutes", type=float, default=None, metavar="M",
+                   help="stop after M minutes: start a cell only while one can still finish, then stop the cells "
+                        "still training (they checkpoint); run again to go on (default: no limit)")
+    p.add_argument("--cell-minutes", type=float, default=None, metavar="M",
+                   help="with --minutes, the expected duration of a cell until one has finished here (default: 0)")
     p.add_argument("--connect-timeout", type=float, default=20.0, metavar="SECONDS",
                    help="how long to wait for --scheduler to answer (default: 20)")
     p.add_argument("--runs-dir", type=Path, default=PUBLISHED_RUNS,
@@ -58,13 +70,14 @@ def parser() -> OneLineParser:
 
 def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path,
             rows: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[Job]:
-    """The cells of the tables ``keys`` (only ``rows``, only ``datasets`` where given), once each, per seed."""
+    """The cells of the tables ``keys`` (only ``rows``, only ``datasets`` where given), once each: every table's
+    cells of the first seed in the order given, then the next seed's (the order the runner starts them in)."""
     grid = tables()
     seen: dict[Job, None] = {}
-    for key in keys:
-        if key == "claims":
-            continue
-        for seed in seeds:
+    for seed in seeds:
+        for key in keys:
+            if key == "claims":
+                continue
             for cell in grid[key].cells(rows, datasets):
                 seen.setdefault(Job(cell, seed, protocol, root))
     return list(seen)
@@ -83,8 +96,16 @@ def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool
 def main(argv: Sequence[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    if args.jobs < 1 or args.threads < 1:
+    if (args.jobs is not None and args.jobs < 1) or args.threads < 1:
         p.error("--jobs and --threads must be positive integers")
+    if args.cells_per_gpu is not None and args.cells_per_gpu < 0:
+        p.error("--cells-per-gpu must be a positive integer (0: off)")
+    for flag, value in (("--minutes", args.minutes), ("--cell-minutes", args.cell_minutes)):
+        if value is not None and not value > 0:
+            p.error(f"{flag} must be a positive number of minutes")
+    cells_per_gpu = args.cells_per_gpu
+    if cells_per_gpu is None:
+        cells_per_gpu = GPU_CELLS if args.jobs is None and not args.resources and cuda_devices() else 0
     if args.datasets:
         known = {d for key in args.tables if key != "claims" for d in tables()[key].datasets}
         unknown = [d for d in args.datasets if d not in known]
@@ -106,9 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not args.report_only:
             resources = parse_resources(args.resources)
-            with DaskRunner(args.jobs, args.threads, scheduler=args.scheduler, resources=resources,
-                            connect_timeout=args.connect_timeout) as runner:
-                runner.run(jobs, report=lambda s: print(s, flush=True))
+            with DaskRunner(args.jobs or 1, args.threads, scheduler=args.scheduler, resources=resources,
+                            connect_timeout=args.connect_timeout, cells_per_gpu=cells_per_gpu) as runner:
+                runner.run(jobs, report=lambda s: print(s, flush=True), minutes=args.minutes,
+                           cell_minutes=args.cell_minutes)
         else:  # the runner keeps the cells it sees finished; without it, keep them here (pyroinv.reproduce.kept)
             for job in jobs:
                 keep(job.out, job.protocol)

@@ -141,7 +141,7 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, pin_gpu: bool = False,
+def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, cells_per_gpu: int = 0,
                lock_wait: float = 30.0) -> dict:
     """Train or resume ``job``'s folder in a subprocess (on whichever worker runs this); ``cell_args``: the
     script's flags as the driver computed them (:meth:`Job.cell_args`); ``lock_wait``: seconds to wait for a
@@ -149,7 +149,8 @@ def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, p
 
     Returns ``{"state": "done" | "trained" | "locked", "worker": ...}``; raises :class:`CellError` if the runs
     directory is not visible here or the training process failed (Dask then retries, which resumes from the
-    checkpoint). ``pin_gpu``: give the process the GPU numbered by this worker's name (one cell per GPU).
+    checkpoint). ``cells_per_gpu``: on a local cluster whose workers are numbered 0, 1, ..., give the process GPU
+    ``number // cells_per_gpu`` (so that many cells share each GPU); 0: leave ``CUDA_VISIBLE_DEVICES`` alone.
     """
     where = _worker_name()
     if not job.root.is_dir():
@@ -166,8 +167,8 @@ def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, p
             return {"state": "done", "worker": where}
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
                locks.TOKEN_ENV: token}  # the training process works under this lock instead of refusing it
-        if pin_gpu and where.isdigit() and "CUDA_VISIBLE_DEVICES" not in os.environ:
-            env["CUDA_VISIBLE_DEVICES"] = where
+        if cells_per_gpu and where.isdigit() and "CUDA_VISIBLE_DEVICES" not in os.environ:
+            env["CUDA_VISIBLE_DEVICES"] = str(int(where) // cells_per_gpu)
         argv = job.argv(resume=state == "partial", cell_args=cell_args)
         with open(job.log, "a") as log:
             log.write(f"# {'resume' if state == 'partial' else 'start'} on {where}: {' '.join(argv)}\n")
@@ -209,6 +210,28 @@ def parse_resources(items: list[str] | None) -> dict[str, float]:
     return out
 
 
+def cuda_devices() -> int:
+    """How many CUDA devices this machine has (0 without CUDA), without initialising CUDA in this process."""
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # a broken driver counts as none
+        return 0
+
+
+def prepare_data(jobs: list[Job]) -> list[str]:
+    """Build (or find in the cache) every data set the jobs train on, once, before any cell starts: cells running
+    at the same time on this machine then read the cached variant instead of each building it."""
+    from ..data import load_dataset
+
+    names = sorted({str(j.cell.setting("dataset")) for j in jobs})
+    for name in names:
+        if not name.endswith(".npz"):
+            load_dataset(name)
+    return names
+
+
 def _elapsed(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
@@ -225,6 +248,10 @@ class DaskRunner:
         scheduler: address of a running scheduler; ``None`` starts a local cluster.
         resources: what each cell asks of a worker (e.g. ``{"GPU": 1}``: workers started with that resource run
             one cell per GPU; local workers are started with it and pin the GPU of their number).
+        cells_per_gpu: run this many cells at once on each GPU. A local cluster gets ``cells_per_gpu`` workers per
+            GPU of the machine (at least one GPU's worth without CUDA), worker ``i`` pinned to GPU
+            ``i // cells_per_gpu``; with ``scheduler``, each cell asks ``GPU = 1 / cells_per_gpu`` of a worker
+            (start them with ``--resources GPU=1 --nthreads cells_per_gpu``).
         retries: how often a failed cell is tried again (each try resumes from its checkpoint).
         lock_wait: seconds a cell waits for its folder's lock before it is reported as held by another driver.
         connect_timeout: seconds to wait for ``scheduler`` to answer before a one-line :class:`ConfigError`.
@@ -232,11 +259,19 @@ class DaskRunner:
 
     def __init__(self, workers: int = 1, threads: int = 1, scheduler: str | None = None,
                  resources: dict[str, float] | None = None, retries: int = 1, lock_wait: float = 30.0,
-                 connect_timeout: float = 20.0) -> None:
+                 connect_timeout: float = 20.0, cells_per_gpu: int = 0) -> None:
         self.workers, self.threads, self.retries, self.lock_wait = workers, threads, retries, lock_wait
         self.connect_timeout = connect_timeout
         self.scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
-        self.resources = resources or {}
+        self.resources = dict(resources or {})
+        self.cells_per_gpu = cells_per_gpu
+        if cells_per_gpu:
+            if self.scheduler:
+                self.resources["GPU"] = 1.0 / cells_per_gpu
+            else:
+                self.workers = max(cuda_devices(), 1) * cells_per_gpu
+        elif self.resources.get("GPU") and not self.scheduler:
+            self.cells_per_gpu = 1  # local workers started with a GPU each: pin the GPU of their number
         self.client = None
         self._cluster = None
 
@@ -270,9 +305,35 @@ class DaskRunner:
         except Exception:  # workers already gone
             pass
 
-    def run(self, jobs: list[Job], report: Callable[[str], None] = print) -> dict[Job, dict]:
-        """Train every job not finished; returns each submitted job's outcome (``state``, ``worker``, ``error``)."""
-        from distributed import as_completed
+    @staticmethod
+    def _line(job: Job, outcome: dict, i: int, total: int, failed: int, pending: set, t0: float) -> str:
+        """``[3/8] CELL: rotation ±90.0°, test acc. 97.10% (3 done, 2 in progress, 0 failed, 4:10)``."""
+        r = results(job)
+        if outcome["state"] == "locked":
+            what = f"skipped: another driver is training it ({(outcome.get('holder') or {}).get('host')})"
+        elif r:
+            what = f"{r['learned_invariance']}, test acc. {100 * r['test_accuracy']:.2f}%"
+        else:
+            what = f"failed: {outcome.get('error')}; see {job.log}"
+        return (f"[{i}/{total}] {job.out.name}: {what} ({i - failed} done, {len(pending)} in progress, {failed} failed, "
+                f"{_elapsed(time.perf_counter() - t0)})")
+
+    def slots(self) -> int:
+        """How many cells run at once: the local workers, or the threads of the scheduler's workers."""
+        if not self.scheduler:
+            return self.workers
+        return max(sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()), 1)
+
+    def run(self, jobs: list[Job], report: Callable[[str], None] = print, minutes: float | None = None,
+            cell_minutes: float | None = None) -> dict[Job, dict]:
+        """Train every job not finished; returns each submitted job's outcome (``state``, ``worker``, ``error``).
+
+        ``minutes``: a time limit. Cells are started in order, no more at once than :meth:`slots`, and a cell
+        is started only while the time left exceeds a cell's expected duration (the longest cell finished in
+        this call; before one has finished, ``cell_minutes``, else any time left). At the limit the cells still
+        training are stopped (each writes its checkpoint) and the rest are left for the next call.
+        """
+        from distributed import wait
 
         for job in jobs:
             check_folder(job)
@@ -285,35 +346,61 @@ class DaskRunner:
         where = f"scheduler {self.scheduler}" if self.scheduler else f"a local cluster of {self.workers} worker(s)"
         report(f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)} on {where}; "
                f"dashboard {self.client.dashboard_link}")
-        pin = bool(self.resources.get("GPU")) and not self.scheduler
-        futures = {self.client.submit(train_cell, job, job.cell_args(), self.threads, pin, self.lock_wait,
-                                      key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}",
-                                      retries=self.retries, resources=self.resources or None, pure=False): job
-                   for job in todo}
+        if not self.scheduler and todo:
+            prepare_data(todo)  # once on this machine, not once per cell
+        queue = list(todo)
+        futures: dict = {}
+        started: dict = {}
+
+        def submit(job: Job):
+            future = self.client.submit(train_cell, job, job.cell_args(), self.threads, self.cells_per_gpu,
+                                        self.lock_wait, key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}",
+                                        retries=self.retries, resources=self.resources or None, pure=False)
+            futures[future], started[future] = job, time.perf_counter()
+            return future
+
         outcomes: dict[Job, dict] = {}
-        t0, failed = time.perf_counter(), 0
+        t0, failed, i = time.perf_counter(), 0, 0
+        deadline = None if minutes is None else t0 + 60 * minutes
+        durations: list[float] = []
+        slots = len(queue) if deadline is None else self.slots()
+        pending: set = set()
         try:
-            for i, future in enumerate(as_completed(futures), 1):
-                job = futures[future]
+            while queue or pending:
+                while queue and len(pending) < slots:
+                    if deadline is not None:
+                        need = max(durations) if durations else 60 * (cell_minutes or 0)
+                        if time.perf_counter() + need > deadline:
+                            break
+                    pending.add(submit(queue.pop(0)))
+                if not pending:
+                    break
+                timeout = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 try:
-                    outcome = future.result()
-                except Exception as err:  # the cell's one-line error after its retries, or a lost worker
-                    outcome = {"state": "failed", "error": one_line(err, 300)}
-                    failed += 1
-                outcomes[job] = outcome
-                if outcome["state"] == "trained":
-                    keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
-                r = results(job)
-                if outcome["state"] == "locked":
-                    what = f"skipped: another driver is training it ({(outcome.get('holder') or {}).get('host')})"
-                elif r:
-                    what = f"{r['learned_invariance']}, test acc. {100 * r['test_accuracy']:.2f}%"
-                else:
-                    what = f"failed: {outcome.get('error')}; see {job.log}"
-                outstanding = [j for f, j in futures.items() if not f.done()]
-                running = sum((j.out / locks.LOCK).exists() for j in outstanding)  # a cell training holds its lock
-                report(f"[{i}/{len(todo)}] {job.out.name}: {what} ({i - failed} done, {running} running, "
-                       f"{failed} failed, {_elapsed(time.perf_counter() - t0)})")
+                    done, _ = wait(list(pending), timeout=timeout, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    running = [futures[f].out.name for f in pending]
+                    self.stop(pending)
+                    report(f"time limit of {minutes:g} min reached: stopped {len(running)} running cell(s) "
+                           f"({', '.join(running)}; each checkpointed), {len(queue)} not started")
+                    break
+                for future in done:
+                    pending.discard(future)
+                    job = futures[future]
+                    i += 1
+                    try:
+                        outcome = future.result()
+                    except Exception as err:  # the cell's one-line error after its retries, or a lost worker
+                        outcome = {"state": "failed", "error": one_line(err, 300)}
+                        failed += 1
+                    outcomes[job] = outcome
+                    if outcome["state"] == "trained":
+                        durations.append(time.perf_counter() - started[future])
+                        keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
+                    report(self._line(job, outcome, i, len(todo), failed, pending, t0))
+            if queue and deadline is not None and not pending:
+                report(f"time limit of {minutes:g} min: {len(queue)} cell(s) not started (a cell takes about "
+                       f"{_elapsed(max(durations) if durations else 60 * (cell_minutes or 0))}); run again to go on")
         except KeyboardInterrupt:
             self.stop(futures)
             raise

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ..model import lie
-from ..inference.build import check_inputs, resolve_device
+from ..inference.build import check_inputs, device_name, resolve_device
 from ..config import Config
 from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError, one_line
@@ -254,7 +254,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         train_loglik_per_datapoint=elbo["loglik_per_datapoint"],
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
-        train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device)))
+        train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
+        device_name=device_name(trainer.device)))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:

@@ -77,6 +77,7 @@ class RunResults:
     train_wall_time_s: float
     eval_wall_time_s: float
     device: str
+    device_name: str = ""  # the card or processor (:func:`pyroinv.inference.build.device_name`)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -143,7 +143,11 @@ def test_driver_command_line(tmp_path):
     dry = subprocess.run([sys.executable, script, "figure6", "--dry-run", "--seeds", "0", "1", "--runs-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     lines = dry.stdout.splitlines()
-    assert dry.returncode == 0 and len(lines) == 10 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
+    assert dry.returncode == 0 and len(lines) == 18 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
+    assert all(line.endswith("-s0") for line in lines[:9]) and all(line.endswith("-s1") for line in lines[9:])  # seed 0 first
+    written = next(line for line in lines if "as-written-s0" in line)
+    assert ("--estimator shared" in written and "--mean-lr 0.001" in written and "--eta-constraint none" in written
+            and "--w1-init-scale 1.0" in written and "--inference vi" in written)
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 
 
@@ -202,3 +206,39 @@ def test_a_scratch_runs_directory_never_rewrites_the_published_tables(tmp_path):
                            "--write-docs", "--results-md", str(tmp_path / "x.md")], capture_output=True, text=True,
                           timeout=120)
     assert both.returncode == 2 and both.stderr.count("\n") == 1
+
+
+def _interval(job: Job) -> tuple[float, float]:
+    """When the cell's training process wrote its first file (config.json) and its last (results.json)."""
+    return (job.out / "config.json").stat().st_mtime, (job.out / "results.json").stat().st_mtime
+
+
+def test_cells_per_gpu_trains_that_many_cells_at_once_and_the_sweep_measures_them(tiny_protocol, tmp_path, mnist):
+    from pyroinv.reproduce.sweep import SWEEP_PROTOCOL, sweep, table
+
+    with DaskRunner(cells_per_gpu=2) as runner:  # no CUDA here: one GPU's worth of workers, the same code path
+        assert runner.workers == 2 and runner.slots() == 2
+    lines = []
+    rows = sweep([2], tmp_path, epochs=1, report=lines.append, base="tiny")
+    jobs = [Job(grids.tables()["tableC2"].rows["learned (5° init)"]["mnist-rot"], s, SWEEP_PROTOCOL, tmp_path / "k2")
+            for s in (0, 1)]
+    (a0, a1), (b0, b1) = (_interval(j) for j in jobs)
+    assert a0 < b1 and b0 < a1  # the two cells trained at the same time
+    assert [r["cells_at_once"] for r in rows] == [2] and rows[0]["cells_per_hour"] > 0
+    assert lines[0].startswith("sweep: K=2: ") and "| 2 |" in table(rows)
+
+
+def test_a_time_limit_starts_only_cells_that_can_finish_and_stops_the_rest(tiny_protocol, monkeypatch, tmp_path, mnist):
+    monkeypatch.setitem(grids.PROTOCOLS, "tiny-endless", {"relu": {**TINY_SETTINGS, "epochs": 100000}})
+    jobs = [Job(network("relu", "mnist-rot", fixed=a), 0, "tiny", tmp_path) for a in (45, 90)]
+    lines = []
+    with DaskRunner(workers=1) as runner:
+        assert runner.run(jobs, report=lines.append, minutes=0.5, cell_minutes=5) == {}
+        assert "2 cell(s) not started" in lines[-1] and not any(j.out.exists() for j in jobs)
+
+        endless = Job(network("relu", "mnist-rot", fixed=90), 0, "tiny-endless", tmp_path)
+        t0 = time.perf_counter()
+        assert runner.run([endless, *jobs], report=lines.append, minutes=0.4) == {}
+        assert time.perf_counter() - t0 < 60
+        assert lines[-1].startswith("time limit of 0.4 min reached: stopped 1 running cell(s) (relu-mnist-rot")
+        assert "2 not started" in lines[-1] and endless.state() != "done"

