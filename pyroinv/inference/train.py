@@ -26,6 +26,9 @@ from ..config import Config
 from ..data.splits import Split
 from .methods import method
 
+#: "no non-finite loss yet" (a step number no run reaches)
+_NEVER = 2 ** 62
+
 
 class ObservedSite(Messenger):
     """Keeps the distribution and value of the observed sample site ``name`` of the last model run inside it, so
@@ -80,7 +83,12 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
         self.step = 0
         self.wall_time = 0.0
-        self.last_batch_nll = float("nan")
+        self._perm_epoch: int | None = None
+        self._perm = torch.empty(0, dtype=torch.long)
+        self._loss: torch.Tensor | None = None
+        self._batch_nll: torch.Tensor | None = None
+        self._first_bad: torch.Tensor | None = None
+        self._bad_value: torch.Tensor | None = None
 
     def param_groups(self) -> list[dict]:
         """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
@@ -104,14 +112,21 @@ class Trainer:
         return self.step >= self.total_steps
 
     def batch_indices(self, step: int) -> torch.Tensor:
-        """Indices of the batch of ``step``: a slice of the permutation of its epoch."""
+        """Indices of the batch of ``step``: a slice of the permutation of its epoch (drawn on the CPU from
+        (seed, epoch), once per epoch, and kept on the device)."""
         epoch, pos = divmod(step, self.steps_per_epoch)
-        g = torch.Generator().manual_seed(self.cfg.seed * 100003 + epoch)
-        perm = torch.randperm(self.num_data, generator=g)
-        return perm[pos * self.cfg.batch_size:(pos + 1) * self.cfg.batch_size].to(self.device)
+        if self._perm_epoch != epoch:
+            g = torch.Generator().manual_seed(self.cfg.seed * 100003 + epoch)
+            self._perm = torch.randperm(self.num_data, generator=g).to(self.device)
+            self._perm_epoch = epoch
+        return self._perm[pos * self.cfg.batch_size:(pos + 1) * self.cfg.batch_size]
 
-    def train_step(self) -> dict[str, float]:
-        """One SVI step; returns the loss, ELBO/N estimate, learning rate and eta."""
+    def train_step(self, sync: bool = True) -> dict[str, float]:
+        """One SVI step; returns the step, epoch and learning rate, and (``sync``) the loss and ELBO/N estimate.
+
+        ``sync=False`` leaves the loss on the device: nothing waits for the step to finish, so on a GPU the next
+        step is queued while this one runs. :meth:`losses`, :attr:`last_batch_nll` and :meth:`first_nonfinite`
+        read the values when they are needed (at a metrics record or a checkpoint)."""
         t0 = time.perf_counter()
         idx = self.batch_indices(self.step)
         lr = self.optimizer.param_groups[0]["lr"]
@@ -124,11 +139,38 @@ class Trainer:
                 p.grad = None
         self.optimizer.step()
         self.scheduler.step()
-        self.last_batch_nll = -y_site.log_prob().mean().item()
         self.step += 1
+        self._loss = loss.detach()
+        self._batch_nll = -y_site.log_prob().mean()
+        self._note_nonfinite(self._loss)
         self.wall_time += time.perf_counter() - t0
-        return {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch, "loss": loss.item(),
-                "elbo_per_datapoint": -loss.item() / self.num_data, "lr": lr}
+        rec = {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch, "lr": lr}
+        return {**rec, **self.losses()} if sync else rec
+
+    def _note_nonfinite(self, loss: torch.Tensor) -> None:
+        """Remember the first step whose loss was NaN or infinite, and that loss, without a host sync."""
+        if self._first_bad is None:
+            self._first_bad = torch.full((), _NEVER, dtype=torch.long, device=loss.device)
+            self._bad_value = torch.zeros((), dtype=loss.dtype, device=loss.device)
+        first = ~torch.isfinite(loss) & (self._first_bad == _NEVER)
+        self._first_bad = torch.where(first, self.step, self._first_bad)
+        self._bad_value = torch.where(first, loss, self._bad_value)
+
+    def losses(self) -> dict[str, float]:
+        """The last step's ``loss`` and ``elbo_per_datapoint`` (= -loss / N) as numbers (a host sync)."""
+        loss = float(self._loss) if self._loss is not None else float("nan")
+        return {"loss": loss, "elbo_per_datapoint": -loss / self.num_data}
+
+    @property
+    def last_batch_nll(self) -> float:
+        """The last training batch's mean NLL, read off the ELBO's own pass (a host sync)."""
+        return float(self._batch_nll) if self._batch_nll is not None else float("nan")
+
+    def first_nonfinite(self) -> tuple[int, float] | None:
+        """``(step, loss)`` of the first step whose loss was NaN or infinite, or ``None`` (one host sync)."""
+        if self._first_bad is None or int(self._first_bad) == _NEVER:
+            return None
+        return int(self._first_bad), float(self._bad_value)
 
     def steps(self) -> Iterator[dict[str, float]]:
         """Run the remaining steps, yielding each step's record."""

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from ..cli import OneLineParser
 from ..errors import PyroinvError
-from .grids import PROTOCOLS, tables
+from .grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
 from .kept import keep
 from .runner import DaskRunner, Job, cuda_devices, parse_resources
 
@@ -83,13 +83,15 @@ def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path
     return list(seen)
 
 
-def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False) -> Path:
-    """Where the tables go: ``results_md`` if given; docs/RESULTS.md for the published runs (or ``write_docs``);
-    else ``RUNS_DIR/RESULTS.md`` beside the runs, so a scratch runs directory never rewrites the published tables."""
+def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False,
+                protocol: str = "cpu") -> Path:
+    """Where the tables go: ``results_md`` if given; for the published runs (or ``write_docs``) docs/RESULTS.md, or
+    docs/EARLIER_PROTOCOL.md for the earlier protocol's tables; else ``RUNS_DIR/RESULTS.md`` beside the runs, so a
+    scratch runs directory never rewrites the published tables."""
     if results_md is not None:
         return results_md
     if write_docs or runs_dir.resolve() == PUBLISHED_RUNS.resolve():
-        return ROOT / "docs" / "RESULTS.md"
+        return ROOT / "docs" / ("EARLIER_PROTOCOL.md" if protocol in EARLIER_PROTOCOLS else "RESULTS.md")
     return runs_dir / "RESULTS.md"
 
 
@@ -116,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--connect-timeout must be a positive number of seconds")
     if args.write_docs and args.results_md is not None:
         p.error("--write-docs and --results-md name two report files; pass one")
-    results_md = report_file(args.runs_dir, args.results_md, args.write_docs)
+    results_md = report_file(args.runs_dir, args.results_md, args.write_docs, args.protocol)
     jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows, args.datasets)
     try:
         if args.dry_run:

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 from ..run.checkpoint import read_jsonl, write_bytes
 from ..run.plots import plot_eta_panels
 from .claims import claims_section
+from .glance import GLANCE, glance_section
 from .grids import Table, protocol_flags, tables
 from .results import LABELS, cell_results, finished, mean_sd
 
@@ -71,6 +72,17 @@ def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
     return True
 
 
+def machines(table: Table, protocol: str, root: Path) -> str:
+    """``NVIDIA H200 (12 cells), Intel(R) Xeon(R) Processor (2 cores) (3 cells)``: where the finished cells ran
+    (``device_name`` of their results; older results name the device type only)."""
+    counts: dict[str, int] = {}
+    for cell in table.cells():
+        for r in cell_results(cell, protocol, root):
+            name = r.get("device_name") or f"{r.get('device', 'unrecorded')} (card or processor not recorded)"
+            counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{k} ({v} cell{'s' if v > 1 else ''})" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     """The Markdown section of one grid."""
     seeds = seeds_found(table, protocol, root) or [0]
@@ -92,6 +104,9 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
                      f"{mean_sd(_metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'))}")
     out += ["", "Learned invariance (η in human units; – for fixed rows and baselines):", ""]
     out += _grid(table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs))
+    ran_on = machines(table, protocol, root)
+    if ran_on:
+        out += ["", f"Ran on: {ran_on}."]
     img = img_dir / f"reproduce-{table.key}-{protocol}.png"
     if eta_figure(table, protocol, root, img):
         out += ["", f"![{table.key}](img/{img.name})"]
@@ -119,5 +134,7 @@ def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Pat
         written.append(key)
     text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))
     written.append("claims")
+    if GLANCE in text:  # the summary at the top, from the claims and headline sections just written
+        text = replace_section(text, GLANCE, glance_section(text))
     write_bytes(results_md, text.encode())
     return written

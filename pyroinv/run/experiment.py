@@ -181,15 +181,21 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     try:
         with metrics:
             while not trainer.done:
-                rec = trainer.train_step()
+                rec = trainer.train_step(sync=False)  # the loss stays on the device until it is read below
                 steps_this_call += 1
-                if not math.isfinite(rec["loss"]):
-                    raise TrainingDiverged(
-                        f"loss became {rec['loss']} at step {rec['step']} (epoch {rec['epoch']}); the checkpoint of "
-                        f"step {last_good} is kept in {out}. Try a smaller --lr, a smaller --guide-init-scale or "
-                        f"--eta-constraint tanh")
-                if rec["step"] % log_every == 0 or trainer.done:
-                    r = _record(trainer, rec)
+                record_now = rec["step"] % log_every == 0 or trainer.done
+                save_now = trainer.step % every == 0 or trainer.done
+                stop_now = signals.received is not None or (max_steps is not None and steps_this_call >= max_steps)
+                if record_now or save_now or stop_now:
+                    bad = trainer.first_nonfinite()
+                    if bad is not None:
+                        step, value = bad
+                        raise TrainingDiverged(
+                            f"loss became {value} at step {step} (epoch {(step - 1) // trainer.steps_per_epoch}); "
+                            f"the checkpoint of step {last_good} is kept in {out}. Try a smaller --lr, a smaller "
+                            f"--guide-init-scale or --eta-constraint tanh")
+                if record_now:
+                    r = _record(trainer, {**rec, **trainer.losses()})
                     append_line(metrics, folder / METRICS, json.dumps(r) + "\n")
                     desc = trainer.model.invariance.describe()
                     bar.set_postfix_str(f"{objective} {r['elbo_per_datapoint']:.3f} NLL {r['nll']:.3f} "
@@ -200,10 +206,10 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
                                  r["elbo_per_datapoint"], r["nll"], _regime(r), desc, r["lr"],
                                  r["step"] / max(trainer.wall_time, 1e-9))
                 bar.update(1)
-                if trainer.step % every == 0 or trainer.done:
+                if save_now:
                     folder.save_checkpoint(trainer.state_dict())
                     last_good = trainer.step
-                if signals.received is not None or (max_steps is not None and steps_this_call >= max_steps):
+                if stop_now:
                     if last_good != trainer.step:
                         folder.save_checkpoint(trainer.state_dict())
                     if signals.received is not None:

@@ -103,3 +103,30 @@ def test_claims_section_lists_rows_not_run_in_one_line(tmp_path):
     assert table == ["| 1. ReLU learned η_rot on mnist-rot: ≥ 150° | ±170.0° | holds |"]
     last = text.splitlines()[-1]
     assert last.startswith("Not run under this protocol: 23 rows of claims 1, 2, 3, 4, 5 and 6 (")
+
+
+def test_sections_name_the_machines_and_the_glance_table_summarises_headline_and_claims(tmp_path):
+    from pyroinv.reproduce.glance import GLANCE
+
+    learned = tables()["headline"].rows["learned (5° init)"]
+    _write(tmp_path, learned["mnist-rot"], 0, deg=170.0, test_accuracy=0.9612, device_name="NVIDIA H200")
+    _write(tmp_path, learned["mnist-rot"], 1, deg=172.0, test_accuracy=0.9588, device="cpu")  # an older result
+    md = tmp_path / "RESULTS.md"
+    md.write_text(f"# Results\n\n<!-- {GLANCE} begin -->\n<!-- {GLANCE} end -->\n\nkept text\n")
+    write_report(["headline"], "cpu", tmp_path, md)
+    text = md.read_text()
+    assert "Ran on: NVIDIA H200 (1 cell), cpu (card or processor not recorded) (1 cell)." in text
+    glance = text[text.index("## Reproduction at a glance"):text.index(f"<!-- {GLANCE} end -->")]
+    assert text.index("## Reproduction at a glance") < text.index("kept text")  # at the top, where it was put
+    assert "| learned rotation, fully rotated | 97.34% | not run | 96.00 ± 0.17% (2), ±171.0° ± 1.4° (2) |" in glance
+    assert "| claim 1. ReLU learned η_rot on mnist-rot: ≥ 150° | as claimed | not run | holds: ±171.0° ± 1.4° (2) |" in glance
+    assert "| claim 1. ReLU learned η_rot on mnist: ≤ 45° |" not in glance  # a claim run under neither protocol
+
+
+def test_the_earlier_protocol_reports_into_its_own_file(tmp_path):
+    from pyroinv.reproduce.cli import PUBLISHED_RUNS, ROOT, report_file
+
+    assert report_file(PUBLISHED_RUNS, protocol="cpu-q0.05") == ROOT / "docs" / "EARLIER_PROTOCOL.md"
+    assert report_file(PUBLISHED_RUNS, protocol="paper") == ROOT / "docs" / "RESULTS.md"
+    assert report_file(tmp_path, protocol="cpu-q0.05") == tmp_path / "RESULTS.md"
+    assert "<!-- reproduce:claims:cpu-q0.05 begin -->" in (ROOT / "docs" / "EARLIER_PROTOCOL.md").read_text()

@@ -73,25 +73,41 @@ def test_signal_writes_checkpoint_and_resume_matches_uninterrupted(tmp_path, cac
     assert ra["steps"] == rb["steps"] == 48 and ra["test_accuracy"] == rb["test_accuracy"]
 
 
-def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, cache_dir, mnist, monkeypatch):
+def _poison_weights_before(step: int, value: float, monkeypatch) -> None:
+    """Make the loss of training step ``step`` non-finite (``value`` is added to it)."""
     original = Trainer.train_step
 
-    def poisoned(self):
-        rec = original(self)
-        if self.step == 6:
-            rec["loss"] = float("nan")
-        return rec
+    def poisoned(self, sync=True):
+        if self.step != step - 1:
+            return original(self, sync)
+        loss_fn = self.loss_fn
+        self.loss_fn = lambda *a, **kw: loss_fn(*a, **kw) + value
+        try:
+            return original(self, sync)
+        finally:
+            self.loss_fn = loss_fn
 
     monkeypatch.setattr(Trainer, "train_step", poisoned)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, cache_dir, mnist, monkeypatch):
+    _poison_weights_before(6, float("nan"), monkeypatch)
     with pytest.raises(TrainingDiverged, match=r"loss became nan at step 6 .* checkpoint of step 5 is kept.*--lr"):
         run_experiment(tiny_config(), tmp_path / "r", cache_dir=cache_dir, progress=False, checkpoint_every=1)
     assert load_checkpoint(tmp_path / "r" / "checkpoint.pt")["step"] == 5
     assert not (tmp_path / "r" / "results.json").exists()
 
 
+def test_a_nan_between_records_is_found_at_the_next_record_and_named_by_its_step(tmp_path, cache_dir, mnist,
+                                                                                monkeypatch):
+    _poison_weights_before(3, float("nan"), monkeypatch)  # records every 4 steps, one checkpoint an epoch
+    with pytest.raises(TrainingDiverged, match=r"loss became nan at step 3 \(epoch 0\)"):
+        run_experiment(tiny_config(), tmp_path / "r", cache_dir=cache_dir, progress=False, log_every=4)
+    assert not (tmp_path / "r" / "checkpoint.pt").exists()  # nothing after the non-finite step was saved
+
+
 def test_nan_loss_on_the_command_line_is_one_line(tmp_path, cache_dir, mnist, monkeypatch, capsys):
-    monkeypatch.setattr(Trainer, "train_step", lambda self: {"step": 1, "epoch": 0, "loss": float("inf"),
-                                                             "elbo_per_datapoint": 0.0, "lr": 1e-3})
+    _poison_weights_before(1, float("inf"), monkeypatch)
     rc = train_main([*TINY, "--out", str(tmp_path / "r"), "--cache-dir", cache_dir])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err[-1].startswith("error: loss became inf at step 1")

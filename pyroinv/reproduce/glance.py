@@ -1,0 +1,92 @@
+"""The reproduction at a glance: one table at the top of docs/RESULTS.md with the paper's number and ours, per
+headline cell and per claim, at the paper's sizes and under the cpu protocol.
+
+It is a summary of sections of the same file, not a new measurement: the headline and claims sections of each
+protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cells' results) are read back from the
+Markdown, so the summary always agrees with the tables below it. ``python scripts/reproduce.py claims --protocol
+paper --report-only`` (or any report) rewrites it.
+"""
+from __future__ import annotations
+
+GLANCE = "reproduce:glance"
+#: the protocols summarised, as columns
+COLUMNS = (("paper", "paper protocol: 60,000 images, H = 1,024, S = 32, 10 epochs"),
+           ("cpu", "cpu protocol: 20,000 images, H = 512, S = 16, 24 epochs"))
+DATASETS = (("fully rotated", "fully rotated"), ("partially rotated", "partially rotated"), ("regular", "regular"))
+#: (label, headline row, column) of the headline cells summarised
+HEADLINE = [(f"learned rotation, {name}", "learned (5° init)", col) for name, col in DATASETS] + [
+    ("maximum likelihood, fully rotated", "ML (5° init)", "fully rotated"),
+    ("MLP without invariance (VI), fully rotated", "MLP (VI)", "fully rotated")]
+
+
+def _block(text: str, marker: str) -> str:
+    begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
+    if begin not in text or end not in text:
+        return ""
+    return text[text.index(begin) + len(begin):text.index(end)]
+
+
+def _rows(block: str, caption: str) -> list[list[str]]:
+    """The cells of the Markdown table that follows the line starting with ``caption`` (header row first)."""
+    lines = block.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(caption)), None)
+    if start is None:
+        return []
+    out = []
+    for line in lines[start + (0 if caption.startswith("|") else 1):]:
+        if line.startswith("|"):
+            if not set(line) <= set("|-: "):
+                out.append([c.strip() for c in line.strip().strip("|").split("|")])
+        elif out:
+            break
+    return out
+
+
+def _grid(block: str, caption: str) -> dict[tuple[str, str], str]:
+    rows = _rows(block, caption)
+    if not rows:
+        return {}
+    head = rows[0]
+    return {(r[0], head[j]): r[j] for r in rows[1:] for j in range(1, min(len(r), len(head)))}
+
+
+def _split(entry: str) -> tuple[str, str]:
+    """``"97.34 / 96.88"`` -> ``("97.34", "96.88")``; an entry without the paper's number -> ``("–", entry)``."""
+    if " / " in entry:
+        paper, ours = entry.split(" / ", 1)
+        return paper.strip(), ours.strip()
+    return "–", entry.strip() or "–"
+
+
+def glance_section(text: str) -> str:
+    """The summary table, from the headline and claims sections of ``text`` (docs/RESULTS.md)."""
+    accuracy = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Test accuracy") for p, _ in COLUMNS}
+    learned = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Learned invariance") for p, _ in COLUMNS}
+    claims = {p: {r[0]: (r[1], r[2]) for r in _rows(_block(text, f"reproduce:claims:{p}"), "| claim")[1:]}
+              for p, _ in COLUMNS}
+    lines = ["## Reproduction at a glance", "",
+             "The paper's number and ours, for the headline cells (test accuracy; learned rotation) and for each of "
+             "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes and under the reduced cpu "
+             "protocol. Summarised from the headline and claims sections below (rules in "
+             "`pyroinv/reproduce/claims.py`); \"not run\": its cells have not run under that protocol.", "",
+             "| | the paper | " + " | ".join(label for _, label in COLUMNS) + " |", "|---|---|---|---|"]
+    for label, row, col in HEADLINE:
+        papers = [_split(accuracy[p].get((row, col), ""))[0] for p, _ in COLUMNS]
+        paper = next((v for v in papers if v != "–"), "–")
+        ours = []
+        for p, _ in COLUMNS:
+            acc = _split(accuracy[p].get((row, col), "–"))[1]
+            eta = learned[p].get((row, col), "–")
+            acc = acc.replace(" (", "% (", 1) if " (" in acc else acc + "%"  # "95.15 ± 0.13% (3)"
+            ours.append("not run" if acc in ("–%", "%") else acc + (f", {eta}" if eta not in ("–", "none") else ""))
+        lines.append(f"| {label} | {paper if paper == '–' else paper + '%'} | " + " | ".join(ours) + " |")
+    fullest = max((p for p, _ in COLUMNS), key=lambda p: len(claims[p]))  # the claims in their own order
+    names = list(dict.fromkeys([*claims[fullest], *(n for p, _ in COLUMNS for n in claims[p])]))
+    for name in names:
+        cells = []
+        for p, _ in COLUMNS:
+            measured, verdict = claims[p].get(name, ("", "not run"))
+            verdict = verdict.split(":")[0]  # "undecided: ..." -> "undecided"
+            cells.append(verdict if verdict == "not run" or len(measured) > 48 else f"{verdict}: {measured}")
+        lines.append(f"| claim {name} | as claimed | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
