@@ -1,17 +1,15 @@
 """pyroinv: learning invariant weights in neural networks with Pyro.
 
-Importing pyroinv turns on Pyro's ``module_local_params`` setting: parameters of
-``PyroModule`` objects live in the modules themselves (saved with ``state_dict``),
-not in Pyro's global parameter store, so runs and tests never share parameters by name.
+Importing pyroinv changes no Pyro setting. The package's own calls of its models and guides (training,
+evaluation, export) run under Pyro's ``module_local_params`` setting, scoped to those calls
+(:mod:`pyroinv.model.scope`): parameters live in the modules themselves (saved with ``state_dict``), so runs
+never share parameters by name. Called from a user's own Pyro code, the same modules follow that code's
+setting, e.g. Pyro's global parameter store under ``SVI``, like any ``PyroModule``.
 
 The public entry points, importable from the package itself::
 
     from pyroinv import Config, run_experiment, run_or_load, load_run, evaluate_run, eta_profile
 """
-import pyro
-
-pyro.settings.set(module_local_params=True)
-
 __version__ = "0.1.0"
 
 from .run.analysis import eta_profile, evaluate_run  # noqa: E402

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .model import lie
-from .config import DEVICES, Config
+from .config import DEVICES, GUIDES, Config
 from .model.estimators import ELBOS, ESTIMATORS
 from .model.invariance import CONSTRAINTS
 from .model.lie import SAMPLINGS
@@ -74,6 +74,9 @@ def train_parser() -> argparse.ArgumentParser:
                    help="vi only: estimate the expected log-likelihood with a W2 draw per example (local) or one per "
                         "batch (shared, the paper's L = 1); both are unbiased for the same ELBO, local has far less "
                         "gradient noise")
+    p.add_argument("--guide", choices=GUIDES, default=d.guide,
+                   help="vi only: q(W2) per class with a full Cholesky factor (cholesky, the paper's), or Pyro's "
+                        "AutoNormal (autonormal, mean-field) or AutoLowRankMultivariateNormal (autolowrank)")
     p.add_argument("--average", choices=AVERAGES, default=d.average,
                    help="average the S transforms' probabilities (probs, eq. f-estimate) or their logits inside the "
                         "softmax (logits, Appendix A)")

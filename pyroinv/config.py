@@ -15,6 +15,8 @@ from .model.bnn import AVERAGES
 from .model.networks import NETWORKS
 
 DEVICES = ("auto", "cpu", "cuda")
+#: q's family (``Config.guide``): the paper's per-class Cholesky guide, or one of Pyro's AutoGuides
+GUIDES = ("cholesky", "autonormal", "autolowrank")
 
 
 @dataclass
@@ -50,7 +52,9 @@ class Config:
     ``init_eta`` may also list one value per active generator, in the order of
     :data:`pyroinv.model.lie.GENERATOR_NAMES` (e.g. affine: x px, y px, degrees, log-scale x, y, shear).
     ``guide_init_scale`` is the initial diagonal of the guide's Cholesky factors (paper: 1,
-    i.e. ``L = I``).
+    i.e. ``L = I``). ``guide`` is q's family for ``inference="vi"``: ``cholesky`` (the paper's per-class full
+    covariance), or Pyro's ``autonormal`` (mean-field) or ``autolowrank`` (one low-rank-plus-diagonal Gaussian
+    over all of ``W2``), :mod:`pyroinv.model.autoguides`; these need ``elbo="trace"``.
     ``inference="augerino"`` is the Augerino-style baseline (Benton et al., 2020): the transforms act
     on the *inputs*, W2 is a point estimate, and the loss is ``CE - width_weight * ||eta||_2``.
     """
@@ -73,6 +77,7 @@ class Config:
     lr: float = 1e-3
     alpha: float = 1.0
     guide_init_scale: float = 1.0
+    guide: str = "cholesky"
     w1_init_scale: float = 0.15
     mean_lr: float | None = 0.05
     eta_lr: float | None = 0.05
@@ -92,7 +97,7 @@ class Config:
         """Raise :class:`ConfigError` (one line) for any value out of range."""
         choices = {"invariance": tuple(lie.PRESETS), "network": NETWORKS, "inference": tuple(METHODS),
                    "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES, "eta_constraint": CONSTRAINTS,
-                   "estimator": ESTIMATORS, "average": AVERAGES}
+                   "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
@@ -123,6 +128,9 @@ class Config:
                               f"got {self.eta_warmup!r}")
         if not isinstance(self.jacobian, bool):
             raise ConfigError(f"--jacobian must be true or false, got {self.jacobian!r}")
+        if self.guide != "cholesky" and self.elbo != "trace":
+            raise ConfigError(f"--guide {self.guide} has no closed-form KL to the prior in Pyro; use --elbo trace, or "
+                              f"--guide cholesky with --elbo {self.elbo}")
         if not math.isfinite(self.width_weight) or self.width_weight < 0:
             raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
         for name in ("init_eta", "fixed_eta"):

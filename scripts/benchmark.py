@@ -13,7 +13,6 @@ on CUDA the allocator's peak is reset between paths. Every process first calls p
 """
 import argparse
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,13 @@ def measure(args) -> dict:
     if not args.default_malloc:
         keep_freed_memory()
     torch.set_num_threads(args.threads)
-    if args.kind == "svi":
+    if args.kind == "pyro-svi":
+        from pyroinv.inference.benchmark import pyro_svi_step_function
+
+        fn = pyro_svi_step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
+                                    batch=args.batch, device=args.device)
+        seconds = time_call(fn, repeats=args.repeats, device=args.device)
+    elif args.kind == "svi":
         fn = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
                                device=args.device)
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
@@ -93,17 +98,9 @@ def run_one(args, base: list[str], **kw) -> dict:
 def describe_device(device: str) -> str:
     import torch
 
-    if device == "cuda":
-        return f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return cpu
+    from pyroinv.inference.build import device_name
+
+    return device_name(device) + (f" (CUDA {torch.version.cuda})" if device == "cuda" else "")
 
 
 #: (network, hidden, samples, batch, training images, inference) of the memory table
@@ -132,6 +129,25 @@ def memory_table(args) -> int:
     return 0
 
 
+def pyro_elbo_table(args) -> int:
+    """Pyro's own SVI step with each of Pyro's ELBOs on the package's model, against ``Trainer.train_step``."""
+    from pyroinv.inference.benchmark import PYRO_ELBOS
+
+    print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}; median of {args.repeats} steps after 2 "
+          f"(the JIT ELBOs compile in those)\n")
+    print("| network | batch | " + " | ".join(f"SVI, {e}" for e in PYRO_ELBOS) + " | Trainer.train_step |")
+    print("|---|---|" + "---|" * (len(PYRO_ELBOS) + 1))
+    base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--repeats={args.repeats}",
+            f"--threads={args.threads}", f"--device={args.device}"]
+    for net in args.networks:
+        for batch in args.batches:
+            t = {e: run_one(args, base, kind="pyro-svi", path=e, network=net, batch=batch)["seconds"] for e in PYRO_ELBOS}
+            own = run_one(args, base, kind="svi", network=net, batch=batch)["seconds"]
+            print(f"| {net} | {batch} | " + " | ".join(f"{t[e]:.4f} s" for e in PYRO_ELBOS) + f" | {own:.4f} s |",
+                  flush=True)
+    return 0
+
+
 def main() -> int:
     p = OneLineParser(prog="benchmark.py", description=__doc__.splitlines()[0],
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -154,6 +170,8 @@ def main() -> int:
     p.add_argument("--memory", action="store_true",
                    help="only the memory table: pyroinv.inference.memory's estimate of a run against the measured peak "
                         "of its first training steps, at 16 settings (each in its own process)")
+    p.add_argument("--pyro-elbos", action="store_true",
+                   help="time Pyro's own SVI step with each of Pyro's ELBOs (JIT ones too) against Trainer.train_step")
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="step", help=argparse.SUPPRESS)
@@ -181,6 +199,8 @@ def main() -> int:
         return 0
     if args.memory:
         return memory_table(args)
+    if args.pyro_elbos:
+        return pyro_elbo_table(args)
     from pyroinv.inference.benchmark import COMPILED, PATHS
 
     paths = PATHS + ((COMPILED,) if args.compile else ())
@@ -201,6 +221,7 @@ def main() -> int:
     print("|---|---|" + "---|" * (len(paths) + 3 + bool(args.compile)))
     profiles: list[str] = []
     network_seconds: dict[tuple[str, int], float] = {}
+    floor_seconds: dict[tuple[str, int], float] = {}
     for net in args.networks:
         for batch in args.batches:
             r = {path: run_one(args, base, kind="step", path=path, network=net, batch=batch,
@@ -213,17 +234,20 @@ def main() -> int:
                              f"{r[COMPILED]['first_call_seconds']:.1f} s)")
                 extra = f" {t['pyroinv'] / t[COMPILED]:.2f}x |"
             network_seconds[net, batch] = t["pyroinv"]
+            floor_seconds[net, batch] = t["floor"]
             print(f"| {net} | {batch} | " + " | ".join(cells) + f" | {t['naive'] / t['pyroinv']:.2f}x | "
                   f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |" + extra, flush=True)
             if "profile" in r["pyroinv"]:
                 profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
     print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory})\n")
-    print("| network | batch | training step | of which the network (pyroinv above) |\n|---|---|---|---|")
+    print("| network | batch | training step | of which the network (pyroinv above) | whole step / floor |\n"
+          "|---|---|---|---|---|")
     for net in args.networks:
         for batch in args.batches:
             r = run_one(args, base, kind="svi", network=net, batch=batch)
             print(f"| {net} | {batch} | {r['seconds']:.4f} s ({r['peak_mb']:.0f} MiB) | "
-                  f"{network_seconds[net, batch] / r['seconds']:.0%} |", flush=True)
+                  f"{network_seconds[net, batch] / r['seconds']:.0%} | {r['seconds'] / floor_seconds[net, batch]:.1f}x |",
+                  flush=True)
     print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")
     print("| network | eval batch | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|---|")
     for net in args.networks:

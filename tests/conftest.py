@@ -43,3 +43,13 @@ def _hypothesis_profiles() -> None:
 
 
 _hypothesis_profiles()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_param_store():
+    """Pyro's global parameter store starts empty in every test (what a test that calls a model or guide outside
+    the package's own, module-local calls would otherwise inherit from the test before it)."""
+    import pyro
+
+    pyro.clear_param_store()
+    yield

@@ -25,6 +25,7 @@ from ..data import describe, load_dataset
 from ..errors import ConfigError
 from ..inference.build import device_name
 from ..model import lie
+from ..model.scope import local_params
 from ..run.folder import RunFolder, RunResults
 from ..run.lock import RunLock
 
@@ -85,10 +86,11 @@ def predict(model: gp.models.SparseGPRegression, x: torch.Tensor, batch_size: in
 def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cache_dir: str | None = None,
              report=print) -> dict[str, Any]:
     """Train and evaluate; write ``config.json``, ``metrics.jsonl`` and ``results.json`` into ``out`` (under the
-    folder's lock, :class:`pyroinv.run.lock.RunLock`)."""
+    folder's lock, :class:`pyroinv.run.lock.RunLock`), with the GP's parameters in its modules
+    (:func:`~pyroinv.model.scope.local_params`)."""
     cfg.validate()
     out = Path(out)
-    with RunLock(out):
+    with RunLock(out), local_params():
         return _run_sgpr(cfg, out, data_root, cache_dir, report)
 
 

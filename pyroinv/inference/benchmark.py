@@ -114,6 +114,38 @@ def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 
     return Trainer(cfg, data, device=device).train_step
 
 
+#: Pyro's ELBOs timed under Pyro's own SVI by :func:`pyro_svi_step_function`
+PYRO_ELBOS = ("Trace_ELBO", "TraceMeanField_ELBO", "JitTrace_ELBO", "JitTraceMeanField_ELBO")
+
+
+def pyro_svi_step_function(elbo: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
+                           batch: int = 128, device: str = "cpu") -> Callable[[], float]:
+    """One step of Pyro's own ``SVI`` (``pyro.optim.Adam``) with Pyro's ELBO ``elbo`` on the package's model and
+    guide (the paper's defaults otherwise; the global parameter store, as a user's ``SVI`` has it), on random
+    28x28 images. The JIT ELBOs compile on their first call (left to the warm-up)."""
+    import pyro
+    from pyro.infer import SVI
+
+    from ..config import Config
+    from .build import build_model
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0)
+    model, guide = build_model(cfg, (1, 28, 28), 10)
+    model.to(device), guide.to(device)
+    x = torch.rand(batch, 1, 28, 28, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), getattr(pyro.infer, elbo)())
+
+    def step() -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.jit.trace's notes on Python numbers taken from shapes
+            return svi.step(x, y, num_data=60000)
+
+    return step
+
+
 def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, device: str = "cpu") -> float:
     """Median wall time of ``fn`` in seconds (on CUDA, after the device has finished its work)."""
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)

@@ -12,7 +12,9 @@ from ..config import Config
 from ..errors import ConfigError
 from ..model import kernels
 from ..model.estimators import ELBOS
+from ..model.guides import ClassCholeskyGuide
 from ..model.invariance import Invariance
+from ..model.scope import local_params
 from .methods import method
 from ..model.bnn import InvariantBNN
 
@@ -52,7 +54,7 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
                          sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
                          average=cfg.average, estimator=m.estimator(cfg.estimator))
-    guide = m.build_guide(num_classes, features.num_features, cfg.guide_init_scale, cfg.estimator)
+    guide = m.build_guide(num_classes, features.num_features, cfg.guide_init_scale, cfg.estimator, cfg.guide, cfg.alpha)
     return model, guide
 
 
@@ -64,14 +66,29 @@ def build_elbo(cfg: Config) -> pyro.infer.ELBO:
     return kinds[cfg.elbo]()
 
 
+class LocalLoss(torch.nn.Module):
+    """Pyro's ELBO module of ``(model, guide)`` (``elbo(model, guide)``, whose forward is ``-ELBO``), called under
+    :func:`~pyroinv.model.scope.local_params`: the parameters it steps are the modules' own."""
+
+    def __init__(self, elbo_module: torch.nn.Module) -> None:
+        super().__init__()
+        self.elbo_module = elbo_module
+
+    def forward(self, *args, **kwargs) -> torch.Tensor:
+        with local_params():
+            return self.elbo_module(*args, **kwargs)
+
+
 def build_loss(cfg: Config, model: InvariantBNN, guide: PyroModule) -> torch.nn.Module:
-    """The loss module ``-ELBO`` of ``(model, guide)`` (``build_elbo(cfg)(model, guide)``). Under ``Trace_ELBO`` with
-    :mod:`~pyroinv.model.kernels` enabled, the guide's Gaussian ``W2`` is drawn through
-    :class:`~pyroinv.model.kernels.CholeskyNoiseReparam` (no triangular solve; the same estimate)."""
+    """The loss module ``-ELBO`` of ``(model, guide)`` (``build_elbo(cfg)(model, guide)``, under the package's
+    module-local parameters). Under ``Trace_ELBO`` with :mod:`~pyroinv.model.kernels` enabled, the guide's Gaussian
+    ``W2`` is drawn through :class:`~pyroinv.model.kernels.CholeskyNoiseReparam` (no triangular solve; the same
+    estimate)."""
     elbo = build_elbo(cfg)
-    if kernels.enabled() and cfg.elbo == "trace":  # TraceMeanField_ELBO needs the MultivariateNormal for its KL
+    if kernels.enabled() and cfg.elbo == "trace" and isinstance(guide, ClassCholeskyGuide):
+        # TraceMeanField_ELBO needs the MultivariateNormal for its KL; AutoGuides draw their own way
         guide = kernels.NoiseReparameterisedGuide(guide)
-    return elbo(model, guide)
+    return LocalLoss(elbo(model, guide))
 
 
 def resolve_device(name: str) -> torch.device:

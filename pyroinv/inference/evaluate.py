@@ -28,11 +28,7 @@ def posterior_draws(guide, num_draws: int) -> torch.Tensor:
 def predictive_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T: torch.Tensor | None = None,
                          batch_size: int = 500) -> torch.Tensor:
     """``log p(y | x)`` for every class, ``(N, K)``, under draws ``W2`` ``(L, K, D)``."""
-    T = model.sample_transforms() if T is None else T
-    bank = model.features.weight_bank(T)
-    out = [mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
-           for i in range(0, x.shape[0], batch_size)]
-    return torch.cat(out)
+    return model.chunked_log_predictive(x, W2, T, batch_size)
 
 
 @torch.no_grad()

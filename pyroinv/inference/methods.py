@@ -20,6 +20,7 @@ from pyro.nn import PyroModule
 
 from ..baselines.augerino import InputAugmentedFeatures
 from ..errors import ConfigError
+from ..model.autoguides import AutoW2Guide
 from ..model.guides import ClassCholeskyGuide, PointGuide
 from ..model.networks import InvariantFeatures
 
@@ -58,11 +59,16 @@ class Method:
         """The ELBO estimator to use: a point estimate of ``W2`` has nothing to draw per example."""
         return requested if self.bayesian else "shared"
 
-    def build_guide(self, num_classes: int, dim: int, init_scale: float, estimator: str) -> PyroModule:
-        """The guide of ``W2`` (``K`` classes, ``D`` features)."""
-        if self.bayesian:
+    def build_guide(self, num_classes: int, dim: int, init_scale: float, estimator: str, guide: str = "cholesky",
+                    alpha: float = 1.0) -> PyroModule:
+        """The guide of ``W2`` (``K`` classes, ``D`` features): ``guide``'s family for a Bayesian method
+        (``cholesky`` or a Pyro AutoGuide, :mod:`pyroinv.model.autoguides`), a point otherwise."""
+        if not self.bayesian:
+            return PointGuide(num_classes, dim)
+        if guide == "cholesky":
             return ClassCholeskyGuide(num_classes, dim, init_scale=init_scale, estimator=self.estimator(estimator))
-        return PointGuide(num_classes, dim)
+        return AutoW2Guide(guide, num_classes, dim, alpha=alpha, init_scale=init_scale,
+                           estimator=self.estimator(estimator))
 
 
 #: every method, by its ``--inference`` name

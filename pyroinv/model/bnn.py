@@ -31,7 +31,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from pyro.nn import PyroModule
+from .scope import PyroinvModule
 
 from ..errors import ConfigError
 from .estimators import ESTIMATORS, num_draws, w2_plates
@@ -39,6 +39,8 @@ from .networks import InvariantFeatures
 from .priors import IsotropicNormal
 
 PRIORS = ("normal", "flat")
+#: examples whose features are computed at once when the model predicts outside autograd
+PREDICT_CHUNK = 500
 #: the two readings of the average over transforms: probabilities (eq. f-estimate) or logits (Appendix A)
 AVERAGES = ("probs", "logits")
 
@@ -69,7 +71,7 @@ def mc_log_predictive(features: torch.Tensor, W2: torch.Tensor, average: str = "
     return torch.logsumexp(logp, dim=0) - math.log(logp.shape[0])
 
 
-class InvariantBNN(PyroModule):
+class InvariantBNN(PyroinvModule):
     """Bayesian output layer on top of :class:`~pyroinv.model.networks.InvariantFeatures`.
 
     Args:
@@ -127,12 +129,28 @@ class InvariantBNN(PyroModule):
         T = self.sample_transforms() if T is None else T
         return mc_log_predictive(self.features(x, T), W2, self.average, paired=paired)
 
+    @torch.no_grad()
+    def chunked_log_predictive(self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None,
+                               batch_size: int = PREDICT_CHUNK) -> torch.Tensor:
+        """``log f_hat(x)``, ``(N, K)``, for ``W2`` ``(K, D)`` (or ``(L, K, D)``, draws averaged), without autograd: the
+        S warped copies of ``W1`` made once, the features ``batch_size`` examples at a time."""
+        bank = self.features.weight_bank(self.sample_transforms() if T is None else T)
+        return torch.cat([mc_log_predictive(self.features.apply_bank(x[i:i + batch_size], bank), W2, self.average)
+                          for i in range(0, x.shape[0], batch_size)])
+
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None) -> torch.Tensor:
-        """The generative model; returns ``log f_hat(x)`` of the batch."""
-        draws = num_draws(self.estimator, x.shape[0])
+        """The generative model; returns ``log f_hat(x)`` of the batch.
+
+        With labels ``y`` (training) the ``W2`` site has one draw per example under the ``local`` estimator. Without
+        them (prediction, e.g. ``pyro.infer.Predictive``) one ``W2`` serves the whole call, and outside autograd the
+        features are computed :data:`PREDICT_CHUNK` examples at a time, so memory is bounded by the chunk."""
+        draws = num_draws(self.estimator, x.shape[0], observed=y is not None)
         with w2_plates(self.num_classes, draws):
             W2 = pyro.sample("W2", self.prior(device=x.device))
-        logp = self.log_predictive(x, W2, paired=draws > 1)
+        if y is None and not torch.is_grad_enabled() and x.shape[0] > PREDICT_CHUNK:
+            logp = self.chunked_log_predictive(x, W2)
+        else:
+            logp = self.log_predictive(x, W2, paired=draws > 1)
         batch = x.shape[0]
         with pyro.plate("data", num_data or batch, subsample=torch.arange(batch, device=x.device)):
             pyro.sample("y", dist.Categorical(logits=logp), obs=y)

@@ -36,13 +36,15 @@ ELBOS = ("trace", "closed-form")
 DRAWS_PLATE = "W2_draws"
 
 
-def num_draws(estimator: str, batch_size: int) -> int:
-    """Draws of ``W2`` for a batch: one per example (``local``) or one (``shared``)."""
-    if estimator == "local":
-        return batch_size
-    if estimator == "shared":
-        return 1
-    raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+def num_draws(estimator: str, batch_size: int, observed: bool = True) -> int:
+    """Draws of ``W2`` for a batch: one per example (``local``) or one (``shared``).
+
+    The per-example draw estimates the ELBO's expected log-likelihood; it is not part of the model. Without
+    labels (``observed=False``: prediction, e.g. ``pyro.infer.Predictive``) a call draws one ``W2`` for all
+    its examples, a sample of the posterior predictive, whatever the estimator."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {', '.join(ESTIMATORS)}")
+    return batch_size if estimator == "local" and observed else 1
 
 
 @contextlib.contextmanager

@@ -25,7 +25,9 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from pyro.nn import PyroModule, PyroParam
+from pyro.nn import PyroParam
+
+from .scope import PyroinvModule
 
 from . import kernels
 from .estimators import num_draws, w2_plates
@@ -47,7 +49,7 @@ class CholeskyMVN(dist.MultivariateNormal):
         return new
 
 
-class ClassCholeskyGuide(PyroModule):
+class ClassCholeskyGuide(PyroinvModule):
     """Per-class ``MultivariateNormal(mu_c, scale_tril=L_c)`` over the rows of ``W2``.
 
     Args:
@@ -90,9 +92,10 @@ class ClassCholeskyGuide(PyroModule):
         diag = self.diag
         return CholeskyMVN(self.loc, scale_tril=self.scale_tril(diag), scale_diag=diag, validate_args=False)
 
-    def forward(self, x: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
-        """The ``W2`` site, one draw per batch or per example (``estimator``)."""
-        draws = 1 if x is None else num_draws(self.estimator, x.shape[0])
+    def forward(self, x: torch.Tensor | None = None, y: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
+        """The ``W2`` site: during training (labels ``y`` given) one draw per batch or per example (``estimator``),
+        in prediction one draw per call, as the model does."""
+        draws = 1 if x is None else num_draws(self.estimator, x.shape[0], observed=y is not None)
         with w2_plates(self.num_classes, draws):
             return pyro.sample("W2", self.distribution())
 
@@ -117,7 +120,7 @@ class ClassCholeskyGuide(PyroModule):
         return {"q_scale": float(self.diag.mean()), "mu_norm": float(self.loc.norm())}
 
 
-class PointGuide(PyroModule):
+class PointGuide(PyroinvModule):
     """``q(W2) = Delta(W2_hat)``: a point estimate, initialised at zero like ``mu``."""
 
     def __init__(self, num_classes: int, dim: int) -> None:

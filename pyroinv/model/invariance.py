@@ -11,7 +11,9 @@ import math
 import torch
 from pyro.distributions import constraints
 from torch.distributions import biject_to
-from pyro.nn import PyroModule, PyroParam
+from pyro.nn import PyroParam
+
+from .scope import PyroinvModule
 
 from . import lie
 from ..errors import ConfigError
@@ -19,7 +21,7 @@ from ..errors import ConfigError
 CONSTRAINTS = ("none", "softplus", "tanh")
 
 
-class Invariance(PyroModule):
+class Invariance(PyroinvModule):
     """``eta`` for one preset (``none``, ``rotation``, ``translation``, ``scale``, ``affine``,
     ``isotropic-scale``; tied generators share ``eta`` and ``eps``, :data:`pyroinv.model.lie.TIES`).
 

@@ -34,7 +34,7 @@ import pyro.poutine as poutine
 import torch
 import torch.nn.functional as F
 from pyro.infer.reparam.reparam import Reparam
-from pyro.nn import PyroModule
+from .scope import PyroinvModule
 
 _ENABLED = True
 
@@ -188,8 +188,11 @@ class CholeskyNoiseReparam(Reparam):
                 "is_observed": False}
 
 
-class NoiseReparameterisedGuide(PyroModule):
-    """``guide`` with its ``sites`` drawn through :class:`CholeskyNoiseReparam` (its parameters stay its own)."""
+class NoiseReparameterisedGuide(torch.nn.Module):
+    """``guide`` with its ``sites`` drawn through :class:`CholeskyNoiseReparam` (its parameters stay its own).
+
+    A plain ``torch.nn.Module``, not a ``PyroModule``: holding the guide does not make it a sub-module in Pyro's
+    sense, so the guide's parameter names (``loc``, ...) stay what they are when it is called on its own."""
 
     def __init__(self, guide: torch.nn.Module, sites: tuple[str, ...] = ("W2",)) -> None:
         super().__init__()

@@ -25,7 +25,7 @@ import math
 
 import torch
 import torch.nn as nn
-from pyro.nn import PyroModule
+from .scope import PyroinvModule
 
 from ..errors import ConfigError
 from .invariance import Invariance
@@ -35,7 +35,7 @@ from .warp import gaussian_blur, jacobian, warp_coordinate_weights, warp_weight_
 NETWORKS = ("relu", "rff")
 
 
-class InvariantFeatures(PyroModule):
+class InvariantFeatures(PyroinvModule):
     """``phi(W1 T_i x)`` for every transform ``T_i`` and input ``x``, the transforms applied to the weights.
 
     Args:
