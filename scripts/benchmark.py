@@ -31,6 +31,12 @@ def measure(args) -> dict:
     if not args.default_malloc:
         keep_freed_memory()
     torch.set_num_threads(args.threads)
+    if args.kind == "predictive":
+        from pyroinv.inference.benchmark import predictive_function
+
+        fn = predictive_function(hidden=args.hidden, samples=args.samples, n_test=args.n_test, device=args.device)
+        seconds = time_call(fn, repeats=1, warmup=0, device=args.device)
+        return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device)}
     if args.kind == "pyro-svi":
         from pyroinv.inference.benchmark import pyro_svi_step_function
 
@@ -170,6 +176,8 @@ def main() -> int:
     p.add_argument("--memory", action="store_true",
                    help="only the memory table: pyroinv.inference.memory's estimate of a run against the measured peak "
                         "of its first training steps, at 16 settings (each in its own process)")
+    p.add_argument("--predictive", action="store_true",
+                   help="time and peak memory of pyro.infer.Predictive (16 samples of y and W2) over --n-test images")
     p.add_argument("--pyro-elbos", action="store_true",
                    help="time Pyro's own SVI step with each of Pyro's ELBOs (JIT ones too) against Trainer.train_step")
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
@@ -201,6 +209,15 @@ def main() -> int:
         return memory_table(args)
     if args.pyro_elbos:
         return pyro_elbo_table(args)
+    if args.predictive:
+        base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
+                f"--threads={args.threads}", f"--device={args.device}"]
+        r = run_one(args, base, kind="predictive")
+        what = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB of the process"
+        print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}: Predictive(model, guide=guide, "
+              f"num_samples=16, return_sites=['y', 'W2']) over {args.n_test} images: {r['seconds']:.1f} s, "
+              f"{r['peak_mb']:.0f} {what}")
+        return 0
     from pyroinv.inference.benchmark import COMPILED, PATHS
 
     paths = PATHS + ((COMPILED,) if args.compile else ())

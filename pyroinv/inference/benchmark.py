@@ -146,6 +146,25 @@ def pyro_svi_step_function(elbo: str, network: str = "relu", hidden: int = 1024,
     return step
 
 
+def predictive_function(hidden: int = 512, samples: int = 16, n_test: int = 10000, num_samples: int = 16,
+                        device: str = "cpu") -> Callable[[], dict]:
+    """``pyro.infer.Predictive(model, guide=guide, num_samples=...)`` of the sites ``y`` and ``W2`` over ``n_test``
+    random 28x28 images, on a fresh model and guide of the paper's defaults (hidden and samples as given)."""
+    import pyro
+    from pyro.infer import Predictive
+
+    from ..config import Config
+    from .build import build_model
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    model, guide = build_model(Config(hidden=hidden, samples=samples, init_eta=30.0), (1, 28, 28), 10)
+    model.to(device), guide.to(device)
+    x = torch.rand(n_test, 1, 28, 28, device=device)
+    predictive = Predictive(model, guide=guide, num_samples=num_samples, return_sites=["y", "W2"])
+    return lambda: predictive(x)
+
+
 def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, device: str = "cpu") -> float:
     """Median wall time of ``fn`` in seconds (on CUDA, after the device has finished its work)."""
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
