@@ -1,7 +1,8 @@
 """``pyroinv COMMAND ...`` (installed with the package) and ``python -m pyroinv COMMAND ...``.
 
 Commands: ``train`` (as ``scripts/svi_train.py``), ``evaluate`` (``scripts/evaluate.py``), ``reproduce``
-(``scripts/reproduce.py``) and ``sgpr`` (``scripts/sgpr_train.py``); each takes its script's flags. The
+(``scripts/reproduce.py``), ``sgpr`` (``scripts/sgpr_train.py``) and ``benchmark`` (``scripts/benchmark.py``); each
+takes its script's flags. The
 reproduction runner starts its cells this way, so a Dask worker needs the installed package, not a checkout.
 """
 from __future__ import annotations
@@ -28,6 +29,12 @@ def _reproduce(argv: list[str]) -> int:
     return main(argv)
 
 
+def _benchmark(argv: list[str]) -> int:
+    from .inference.benchmark_cli import main
+
+    return main(argv)
+
+
 def _sgpr(argv: list[str]) -> int:
     from .baselines.sgpr import main
 
@@ -40,6 +47,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "evaluate": (_evaluate, "evaluate a saved run on a data set (scripts/evaluate.py)"),
     "reproduce": (_reproduce, "run the paper's grids and write their tables (scripts/reproduce.py)"),
     "sgpr": (_sgpr, "the sparse-GP baseline (scripts/sgpr_train.py)"),
+    "benchmark": (_benchmark, "time the network, a training step and evaluation (scripts/benchmark.py)"),
 }
 
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Sequence
 
 from ..cli import OneLineParser
+from ..paths import project_root
 from ..errors import PyroinvError
 from .grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
 from .kept import keep
 from .runner import DaskRunner, Job, cuda_devices, parse_resources
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = project_root()
 #: cells trained at once on each GPU by default (a whole step at batch 128 is launch-bound: one cell leaves the
 #: card mostly idle); ``scripts/gpu_grid.sh --sweep`` measures cells per hour against this number
 GPU_CELLS = 4

@@ -13,10 +13,11 @@ import json
 import os
 from pathlib import Path
 
+from ..paths import project_root
 from ..run.checkpoint import read_jsonl, write_bytes
 from ..run.folder import CONFIG, META, METRICS, RESULTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = project_root()
 #: protocols whose finished cells are kept in the repository
 KEPT_PROTOCOLS = ("paper",)
 #: metric records kept per cell (evenly spaced, the last one always), and their fields
