@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int
+from pyroinv.config import GUIDES
 
 
 def measure(args) -> dict:
@@ -42,7 +43,7 @@ def measure(args) -> dict:
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
     elif args.kind == "svi":
         fn = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
-                               device=args.device)
+                               device=args.device, guide=args.guide)
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
     elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
@@ -173,6 +174,9 @@ def main(argv=None) -> int:
     p.add_argument("--memory", action="store_true",
                    help="only the memory table: pyroinv.inference.memory's estimate of a run against the measured peak "
                         "of its first training steps, at 16 settings (each in its own process)")
+    p.add_argument("--guides", nargs="+", choices=GUIDES, default=None,
+                   help="time a whole training step with each of these guides (q's families of --guide)")
+    p.add_argument("--guide", default="cholesky", help=argparse.SUPPRESS)
     p.add_argument("--predictive", action="store_true",
                    help="time and peak memory of pyro.infer.Predictive (16 samples of y and W2) over --n-test images")
     p.add_argument("--pyro-elbos", action="store_true",
@@ -206,6 +210,17 @@ def main(argv=None) -> int:
         return memory_table(args)
     if args.pyro_elbos:
         return pyro_elbo_table(args)
+    if args.guides:
+        base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--repeats={args.repeats}",
+                f"--threads={args.threads}", f"--device={args.device}"]
+        print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}; whole training step "
+              f"(Trainer.train_step), median of {args.repeats}\n")
+        print("| network | batch | " + " | ".join(args.guides) + " |\n|---|---|" + "---|" * len(args.guides))
+        for net in args.networks:
+            for batch in args.batches:
+                t = [run_one(args, base, kind="svi", network=net, batch=batch, guide=g)["seconds"] for g in args.guides]
+                print(f"| {net} | {batch} | " + " | ".join(f"{v:.4f} s" for v in t) + " |", flush=True)
+        return 0
     if args.predictive:
         base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
                 f"--threads={args.threads}", f"--device={args.device}"]

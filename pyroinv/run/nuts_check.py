@@ -32,7 +32,6 @@ import torch
 
 from ..config import Config
 from ..data import load_dataset
-
 from ..inference.train import Trainer
 from .arviz_export import import_arviz
 
