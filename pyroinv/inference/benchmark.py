@@ -97,10 +97,10 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
 
 
 def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
-                      device: str = "cpu", guide: str = "cholesky") -> Callable[[], dict]:
+                      device: str = "cpu", guide: str = "cholesky", num_train: int | None = None) -> Callable[[], dict]:
     """One full training step of :class:`pyroinv.inference.train.Trainer` (Trace_ELBO with the model, the
     guide (the paper's Cholesky guide, or a Pyro AutoGuide) and fused Adam, the paper's defaults otherwise) on
-    random 28x28 images."""
+    ``num_train`` random 28x28 images (default four batches)."""
     import numpy as np
 
     from ..config import Config
@@ -108,7 +108,7 @@ def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 
     from .train import Trainer
 
     rng = np.random.default_rng(0)
-    n = 4 * batch
+    n = num_train or 4 * batch
     data = Split("random", rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, n),
                  rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10), 10)
     cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0, epochs=1000,

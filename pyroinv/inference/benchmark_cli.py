@@ -43,7 +43,7 @@ def measure(args) -> dict:
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
     elif args.kind == "svi":
         fn = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
-                               device=args.device, guide=args.guide)
+                               device=args.device, guide=args.guide, num_train=args.step_data)
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
     elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
@@ -177,6 +177,8 @@ def main(argv=None) -> int:
     p.add_argument("--guides", nargs="+", choices=GUIDES, default=None,
                    help="time a whole training step with each of these guides (q's families of --guide)")
     p.add_argument("--guide", default="cholesky", help=argparse.SUPPRESS)
+    p.add_argument("--step-data", type=pos_int, default=None, metavar="N",
+                   help="random training images behind the whole-step timing (default: four batches)")
     p.add_argument("--predictive", action="store_true",
                    help="time and peak memory of pyro.infer.Predictive (16 samples of y and W2) over --n-test images")
     p.add_argument("--pyro-elbos", action="store_true",
@@ -212,7 +214,8 @@ def main(argv=None) -> int:
         return pyro_elbo_table(args)
     if args.guides:
         base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--repeats={args.repeats}",
-                f"--threads={args.threads}", f"--device={args.device}"]
+                f"--threads={args.threads}", f"--device={args.device}",
+                *([f"--step-data={args.step_data}"] if args.step_data else [])]
         print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}; whole training step "
               f"(Trainer.train_step), median of {args.repeats}\n")
         print("| network | batch | " + " | ".join(args.guides) + " |\n|---|---|" + "---|" * len(args.guides))
