@@ -118,6 +118,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--width-weight", type=any_float, default=d.width_weight,
                    help="--inference augerino only: weight of the reward on the augmentation width ||eta||_2")
     p.add_argument("--eval-draws", type=pos_int, default=d.eval_draws, help="W2 draws for the posterior predictive")
+    p.add_argument("--export-draws", type=pos_int, default=d.export_draws,
+                   help="W2 draws in posterior.nc (the training set's pointwise log-likelihood for az.loo, the test "
+                        "set's predictions)")
     p.add_argument("--seed", type=int, default=d.seed, help="random seed (data subset, initialisation, sampling)")
     p.add_argument("--device", choices=DEVICES, default=d.device, help="auto picks CUDA when available")
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/DATASET-INVARIANCE-NETWORK-INFERENCE-sSEED)")

@@ -90,6 +90,7 @@ class Config:
     test_size: int | None = None
     width_weight: float = 0.01
     eval_draws: int = 8
+    export_draws: int = 200
     seed: int = 0
     device: str = "auto"
 
@@ -102,7 +103,7 @@ class Config:
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"--{name.replace('_', '-')} {value!r} is not one of {', '.join(allowed)}")
-        for name in ("hidden", "samples", "epochs", "batch_size", "eval_draws"):
+        for name in ("hidden", "samples", "epochs", "batch_size", "eval_draws", "export_draws"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")

@@ -65,18 +65,33 @@ class PosteriorPredictive:
 
 
 @torch.no_grad()
+def per_draw_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T: torch.Tensor | None = None,
+                       y: torch.Tensor | None = None, batch_size: int = 500) -> torch.Tensor:
+    """``log f_hat(x_n; W2^(l))`` of every draw ``l`` of ``W2`` ``(L, K, D)``, on the CPU: ``(L, N, K)``, or with
+    labels ``y`` the true class's only, ``(L, N)``. One set of S transforms (``T``, or drawn once); the features
+    of each batch are computed once for all draws (and averaged once, under ``average="logits"``)."""
+    T = model.sample_transforms() if T is None else T
+    bank = model.features.weight_bank(T)
+    logits = model.average == "logits"
+    out = []
+    for i in range(0, x.shape[0], batch_size):
+        feats = model.features.apply_bank(x[i:i + batch_size], bank)                   # (S, B, D)
+        if logits:  # W2 is linear: average the features once, not once per draw (one "transform" left)
+            feats = feats.mean(0, keepdim=True)
+        logp = torch.stack([mc_log_predictive(feats, w, "probs" if logits else model.average) for w in W2])  # (L, B, K)
+        if y is not None:
+            logp = logp.gather(2, y[i:i + batch_size].view(1, -1, 1).expand(logp.shape[0], -1, 1))[..., 0]
+        out.append(logp.cpu())
+    return torch.cat(out, 1)
+
+
+@torch.no_grad()
 def posterior_predictive(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, draws: int = 8,
                          batch_size: int = 500) -> PosteriorPredictive:
     """``draws`` draws of ``W2`` (one for a point guide), then one set of S transforms, over ``(x, y)``."""
     W2 = posterior_draws(guide, draws)
-    L = W2.shape[0]
-    bank = model.features.weight_bank(model.sample_transforms())
-    per_draw = []
-    for i in range(0, x.shape[0], batch_size):
-        feats = model.features.apply_bank(x[i:i + batch_size], bank)                   # (S, B, D)
-        per_draw.append(torch.stack([mc_log_predictive(feats, W2[l], model.average) for l in range(L)]).cpu())
-    per = torch.cat(per_draw, 1)                                                        # (L, N, K)
-    return PosteriorPredictive(W2.cpu(), per, torch.logsumexp(per, 0) - math.log(L), y.cpu())
+    per = per_draw_log_probs(model, W2, x, batch_size=batch_size)                      # (L, N, K)
+    return PosteriorPredictive(W2.cpu(), per, torch.logsumexp(per, 0) - math.log(W2.shape[0]), y.cpu())
 
 
 @torch.no_grad()
@@ -114,5 +129,5 @@ def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Ten
     return posterior_predictive(model, guide, x_test, y_test, draws, batch_size).metrics()
 
 
-__all__ = ["PosteriorPredictive", "posterior_draws", "posterior_predictive", "predictive_log_probs",
+__all__ = ["PosteriorPredictive", "per_draw_log_probs", "posterior_draws", "posterior_predictive", "predictive_log_probs",
            "classification_metrics", "elbo_per_datapoint", "evaluate"]

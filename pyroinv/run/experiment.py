@@ -227,7 +227,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
 
     With ``signals`` (a run's :class:`StopSignals`), SIGINT or SIGTERM before ``results.json`` is written stops
     with :class:`Interrupted`; the folder then holds the final checkpoint and ``--resume`` finishes it."""
-    from .arviz_export import inference_data, readable_summary, save_inference_data
+    from .arviz_export import export_data, readable_summary, save_inference_data
     from .plots import plot_curves, plot_eta, plot_filter_banks
 
     cfg, folder = trainer.cfg, RunFolder(out)
@@ -240,10 +240,11 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     # one pass over the test set gives the test metrics and the ArviZ groups
     pp = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
     test = pp.metrics()
-    idata = inference_data(pp, model.invariance, seed=cfg.seed)
     # at least 32 draws of W2 in all (one per batch of 500): a single draw on a small data set is far too noisy
     draws = max(1, math.ceil(32 / math.ceil(len(trainer.y_train) / 500)))
     elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
+    idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
+                        cfg.export_draws, seed=cfg.seed)
     inv = model.invariance
     eta = inv.eta.detach().cpu()
     records = folder.metrics()

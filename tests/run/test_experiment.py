@@ -86,13 +86,18 @@ def test_arviz_file(script_run):
 
     out, _ = script_run
     idata = az.from_netcdf(str(out / "posterior.nc"))
-    for group in ("posterior", "posterior_predictive", "log_likelihood", "observed_data", "constant_data"):
+    for group in ("posterior", "log_likelihood", "observed_data", "predictions", "predictions_constant_data",
+                  "constant_data"):
         assert hasattr(idata, group), group
     assert idata.posterior["W2"].dims == ("chain", "draw", "class", "hidden")
-    assert idata.posterior["W2"].shape == (1, 4, 10, 17)
-    assert idata.log_likelihood["y"].shape == (1, 4, 60)
-    loo = az.loo(idata)
-    assert loo.elpd_loo < 0
+    assert idata.posterior["W2"].shape == (1, 200, 10, 17)  # --export-draws, hundreds: loo's diagnostics mean something
+    # the training set's pointwise log-likelihood, where az.loo expects it; the test set's under predictions
+    assert idata.log_likelihood["y"].dims == ("chain", "draw", "train_point")
+    assert idata.log_likelihood["y"].shape == (1, 200, 120) and idata.observed_data["y"].shape == (120,)
+    assert idata.predictions["y"].shape == idata.predictions["y_log_likelihood"].shape == (1, 200, 60)
+    assert idata.predictions_constant_data["y_test"].shape == (60,)
+    loo = az.loo(idata, pointwise=True)
+    assert loo.elpd_loo < 0 and bool((loo.pareto_k < 1).all())  # none "very bad" (on the test set: all were)
 
 
 def test_resume_after_interruption_matches_uninterrupted(tmp_path, cache_dir, mnist):
