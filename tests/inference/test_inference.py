@@ -186,7 +186,7 @@ def test_guide_noise_draws_follow_the_per_example_plate():
     x = torch.zeros(4, 1)
     assert guide.distribution().expand((4, 3)).scale_diag is not None
     torch.manual_seed(2)
-    tr = pyro.poutine.trace(NoiseReparameterisedGuide(guide)).get_trace(x)
+    tr = pyro.poutine.trace(NoiseReparameterisedGuide(guide)).get_trace(x, torch.zeros(4))  # labels: training, a draw per example
     tr.compute_log_prob()
     w = tr.nodes["W2"]["value"]
     assert w.shape == (4, 3, 5) and tr.nodes["W2"]["scale"] == pytest.approx(0.25)
