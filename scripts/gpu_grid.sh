@@ -101,8 +101,10 @@ set +e
 status=${PIPESTATUS[0]}
 set -e
 if [ -n "$PACK" ]; then
+  kept=${PYROINV_KEPT_RESULTS:-results}   # where the runner keeps finished cells (pyroinv/reproduce/kept.py)
   logs=$(ls runs/reproduce/paper/*.log 2>/dev/null || true)
-  tar czf "$PACK/cells.tar.gz" results/paper $logs 2>/dev/null || tar czf "$PACK/cells.tar.gz" --files-from /dev/null
+  tar czf "$PACK/cells.tar.gz" --transform "s|^${kept#/}/paper|results/paper|" "$kept/paper" $logs 2>/dev/null \
+    || tar czf "$PACK/cells.tar.gz" --files-from /dev/null
   echo "packed $(tar tzf "$PACK/cells.tar.gz" | grep -c 'results.json$' || true) finished cells into $PACK/cells.tar.gz" \
     | tee -a "$LOG"
 fi
