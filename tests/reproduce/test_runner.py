@@ -238,7 +238,7 @@ def test_a_time_limit_starts_only_cells_that_can_finish_and_stops_the_rest(tiny_
 
         endless = Job(network("relu", "mnist-rot", fixed=90), 0, "tiny-endless", tmp_path)
         t0 = time.perf_counter()
-        assert runner.run([endless, *jobs], report=lines.append, minutes=0.4) == {}
+        assert runner.run([endless, *jobs], report=lines.append, minutes=0.25) == {}
         assert time.perf_counter() - t0 < 60
-        assert lines[-1].startswith("time limit of 0.4 min reached: stopped 1 running cell(s) (relu-mnist-rot")
+        assert lines[-1].startswith("time limit of 0.25 min reached: stopped 1 running cell(s) (relu-mnist-rot")
         assert "2 not started" in lines[-1] and endless.state() != "done"
