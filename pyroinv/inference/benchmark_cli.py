@@ -6,6 +6,7 @@
     python scripts/benchmark.py --quick         # small settings, seconds (used by the tests)
     python scripts/benchmark.py --compile       # and the pyroinv step under torch.compile
     python scripts/benchmark.py --memory        # the memory estimate of a run against measured peaks
+    python scripts/benchmark.py --pyro-elbos    # Pyro's own SVI step with each ELBO; --guides, --predictive likewise
 
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
 on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory() (as the training scripts do) unless
