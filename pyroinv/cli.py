@@ -20,7 +20,7 @@ from .model.lie import SAMPLINGS
 from .model.bnn import AVERAGES
 from .errors import ConfigError, PyroinvError
 from .inference.methods import METHODS, method
-from .model.networks import NETWORKS
+from .model.registry import NETWORKS
 from .run.runtime import keep_freed_memory
 
 EXIT_USAGE = 2
@@ -66,7 +66,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=d.dataset,
                    help="mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, mnist-scale, "
                         "mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, or a path to an .npz")
-    p.add_argument("--network", choices=NETWORKS, default=d.network, help="ReLU network (W1 learned) or random Fourier features (W1 fixed)")
+    p.add_argument("--network", choices=list(NETWORKS), default=d.network,
+                   help="; ".join(f"{n.name}: {n.summary}" for n in NETWORKS.values()))
     p.add_argument("--inference", choices=list(METHODS), default=d.inference,
                    help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
     p.add_argument("--elbo", choices=ELBOS, default=d.elbo, help="Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)")
@@ -80,7 +81,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--average", choices=AVERAGES, default=d.average,
                    help="average the S transforms' probabilities (probs, eq. f-estimate) or their logits inside the "
                         "softmax (logits, Appendix A)")
-    p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H")
+    p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H (of each layer)")
+    p.add_argument("--depth", type=pos_int, default=d.depth, help="--network mlp only: hidden layers (at least 2)")
     p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
     p.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling, help="eps ~ U[-1,1]^k or a linspace grid")
     p.add_argument("--init-eta", type=any_float, nargs="+", default=[d.init_eta],
@@ -91,6 +93,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--eta-constraint", choices=CONSTRAINTS, default=d.eta_constraint,
                    help="optional constraint on eta (Appendix E)")
     p.add_argument("--epochs", type=pos_int, default=d.epochs, help="passes over the training set")
+    p.add_argument("--min-steps", type=int, default=d.min_steps,
+                   help="train for at least this many steps (whole epochs): more passes over a small training set")
     p.add_argument("--batch-size", type=pos_int, default=d.batch_size, help="minibatch size M")
     p.add_argument("--lr", type=pos_float, default=d.lr, help="Adam learning rate, cosine-annealed to 0")
     p.add_argument("--mean-lr", type=pos_float, default=d.mean_lr,
@@ -214,6 +218,8 @@ def train_main(argv: Sequence[str] | None = None) -> int:
         out = args.out or default_out(cfg)
         if args.resume and (out / "config.json").exists():
             cfg = resume_config(args, argv, out)
+        if "depth" in given_flags(argv) and cfg.network != "mlp":
+            raise ConfigError(f"--depth applies to --network mlp only, not {cfg.network}; drop it or add --network mlp")
         if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
             raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
                               f"drop it or add --inference augerino")

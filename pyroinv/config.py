@@ -12,7 +12,7 @@ from .model.invariance import CONSTRAINTS
 from .model.lie import SAMPLINGS
 from .inference.methods import METHODS
 from .model.bnn import AVERAGES
-from .model.networks import NETWORKS
+from .model.registry import NETWORKS
 
 DEVICES = ("auto", "cpu", "cuda")
 #: q's family (``Config.guide``): the paper's per-class Cholesky guide, or one of Pyro's AutoGuides
@@ -44,6 +44,10 @@ class Config:
       each objective prefers once the fit no longer needs the transient help of averaged random features).
     * ``jacobian=False``: the weight images are warped as in the paper, without the ``|det A|`` factor that
       would make the averaged features exactly invariant to input scaling (:func:`pyroinv.model.warp.jacobian`).
+    * ``network="relu"`` is the paper's single hidden layer; ``mlp`` stacks ``depth`` such layers and ``cnn`` is a
+      small convolutional network (:mod:`pyroinv.model.registry`), beyond the paper.
+    * ``min_steps=0``: a run lasts ``epochs`` passes, as in the paper; a positive value lengthens a run on a small
+      training set to at least that many steps (whole epochs), e.g. for the data-efficiency grid.
     * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.model.lie.SMALL_START`: ±5° for
       rotation) are not stated in the paper.
 
@@ -67,12 +71,14 @@ class Config:
     estimator: str = "local"
     average: str = "logits"
     hidden: int = 1024
+    depth: int = 3
     samples: int = 32
     sampling: str = "stochastic"
     init_eta: float | list[float] | None = None
     fixed_eta: float | None = None
     eta_constraint: str = "tanh"
     epochs: int = 10
+    min_steps: int = 0
     batch_size: int = 128
     lr: float = 1e-3
     alpha: float = 1.0
@@ -96,14 +102,14 @@ class Config:
 
     def validate(self) -> "Config":
         """Raise :class:`ConfigError` (one line) for any value out of range."""
-        choices = {"invariance": tuple(lie.PRESETS), "network": NETWORKS, "inference": tuple(METHODS),
+        choices = {"invariance": tuple(lie.PRESETS), "network": tuple(NETWORKS), "inference": tuple(METHODS),
                    "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES, "eta_constraint": CONSTRAINTS,
                    "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(f"--{name.replace('_', '-')} {value!r} is not one of {', '.join(allowed)}")
-        for name in ("hidden", "samples", "epochs", "batch_size", "eval_draws", "export_draws"):
+        for name in ("hidden", "depth", "samples", "epochs", "batch_size", "eval_draws", "export_draws"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
@@ -127,6 +133,14 @@ class Config:
         if not isinstance(self.eta_warmup, int) or isinstance(self.eta_warmup, bool) or not 0 <= self.eta_warmup < self.epochs:
             raise ConfigError(f"--eta-warmup must be a whole number of epochs in [0, --epochs {self.epochs}), "
                               f"got {self.eta_warmup!r}")
+        if not isinstance(self.min_steps, int) or isinstance(self.min_steps, bool) or self.min_steps < 0:
+            raise ConfigError(f"--min-steps must be a non-negative whole number of steps, got {self.min_steps!r}")
+        if self.network == "mlp" and self.depth < 2:
+            raise ConfigError(f"--depth {self.depth}: --network mlp has at least 2 hidden layers (--network relu is "
+                              f"the paper's single one)")
+        if METHODS[self.inference].eta_objective is not None and self.average != "logits":
+            raise ConfigError(f"--inference {self.inference} needs --average logits: its curvature is that of W2 on the "
+                              f"features averaged over the transforms (Appendix A's reading)")
         if not isinstance(self.jacobian, bool):
             raise ConfigError(f"--jacobian must be true or false, got {self.jacobian!r}")
         if self.guide != "cholesky" and self.elbo != "trace":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""ELBO/N of a trained run along one invariance parameter, everything else as trained.
+"""ELBO/N (and the Laplace evidence/N) of a trained run along one invariance parameter, everything else as trained.
 
     python scripts/eta_profile.py runs/main-... --values 0 30 60 90 120 150 180
+    python scripts/eta_profile.py runs/main-... --values 0 45 90 135 180 --laplace --plot profile.png
 """
 import argparse
 import sys
@@ -25,20 +26,34 @@ def main() -> int:
     p.add_argument("--draws", type=pos_int, default=1,
                    help="passes (W2 draws and transform sets) averaged per value, to lower the Monte-Carlo error")
     p.add_argument("--seed", type=int, default=0, help="seed of the W2 draws and transforms (the same for every value)")
+    p.add_argument("--laplace", action="store_true",
+                   help="also the Laplace evidence/N with W2 at its mode (Kronecker-factored, and exact for up to "
+                        "6,000 output weights); needs a run with the logits averaged")
+    p.add_argument("--plot", type=Path, default=None, help="write the profile as a figure here (.png)")
     args = p.parse_args()
     setup_logging()
     from pyroinv.run.analysis import eta_profile
 
     try:
         rows = eta_profile(args.run, args.values, generator=GENERATOR_NAMES.index(args.generator),
-                           train_size=args.train_size, seed=args.seed, draws=args.draws)
+                           train_size=args.train_size, seed=args.seed, draws=args.draws, laplace=args.laplace)
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return 2
-    print(f"| {args.generator} | ELBO/N | log-lik/N | KL/N |\n|---|---|---|---|")
+    extra = " Laplace/N (Kronecker) | Laplace/N (exact) |" if args.laplace else ""
+    print(f"| {args.generator} | ELBO/N | log-lik/N | KL/N |{extra}\n|---|---|---|---|" + "---|" * (2 * args.laplace))
     for r in rows:
-        print(f"| {r['eta_human']:g} | {r['elbo_per_datapoint']:.4f} | {r['loglik_per_datapoint']:.4f} | "
-              f"{r['kl_per_datapoint']:.4f} |")
+        line = (f"| {r['eta_human']:g} | {r['elbo_per_datapoint']:.4f} | {r['loglik_per_datapoint']:.4f} | "
+                f"{r['kl_per_datapoint']:.4f} |")
+        if args.laplace:
+            full = r["laplace_full_per_datapoint"]
+            line += f" {r['laplace_per_datapoint']:.4f} | {'—' if full is None else f'{full:.4f}'} |"
+        print(line)
+    if args.plot:
+        from pyroinv.run.plots import plot_eta_profile
+
+        plot_eta_profile(rows, args.plot, generator=args.generator, title=str(args.run))
+        print(f"figure: {args.plot}")
     return 0
 
 

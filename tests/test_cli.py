@@ -5,7 +5,7 @@ from pyroinv.cli import train_main
 
 CASES = [
     (["--invariance", "spin"], "argument --invariance: invalid choice: 'spin'"),
-    (["--network", "cnn"], "argument --network: invalid choice"),
+    (["--network", "resnet"], "argument --network: invalid choice"),
     (["--inference", "mcmc"], "argument --inference: invalid choice"),
     (["--dataset", "mnist-upsidedown"], "unknown data set 'mnist-upsidedown'"),
     (["--batch-size", "0"], "argument --batch-size: '0' must be positive"),
@@ -20,6 +20,10 @@ CASES = [
     (["--invariance", "translation", "--init-eta", "1", "2", "3"],
      "--init-eta has 3 values but --invariance translation has 2 generators"),
     (["--width-weight", "0.1"], "--width-weight applies to --inference augerino only, not vi"),
+    (["--depth", "4"], "--depth applies to --network mlp only, not relu"),
+    (["--network", "mlp", "--depth", "1"], "--depth 1: --network mlp has at least 2 hidden layers"),
+    (["--inference", "laplace", "--average", "probs"], "--inference laplace needs --average logits"),
+    (["--min-steps", "-5"], "--min-steps must be a non-negative whole number of steps"),
 ]
 
 

@@ -8,10 +8,10 @@ from pyroinv.model.bnn import AVERAGES
 from pyroinv.model.estimators import ELBOS, ESTIMATORS
 from pyroinv.model.invariance import CONSTRAINTS
 from pyroinv.model.lie import PRESETS, SAMPLINGS
-from pyroinv.model.networks import NETWORKS
+from pyroinv.model.registry import NETWORKS
 
 OWNED = {"inference": tuple(METHODS), "average": AVERAGES, "elbo": ELBOS, "estimator": ESTIMATORS,
-         "eta_constraint": CONSTRAINTS, "sampling": SAMPLINGS, "network": NETWORKS, "invariance": tuple(PRESETS)}
+         "eta_constraint": CONSTRAINTS, "sampling": SAMPLINGS, "network": tuple(NETWORKS), "invariance": tuple(PRESETS)}
 
 
 @pytest.mark.parametrize("name", list(OWNED))

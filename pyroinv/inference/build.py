@@ -14,6 +14,7 @@ from ..model import kernels
 from ..model.estimators import ELBOS
 from ..model.guides import ClassCholeskyGuide
 from ..model.invariance import Invariance
+from ..model.registry import FeatureSettings, build_features
 from ..model.scope import local_params
 from .methods import method
 from ..model.bnn import InvariantBNN
@@ -40,7 +41,8 @@ def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
 def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:
     """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
 
-    The method (:mod:`pyroinv.inference.methods`) picks the prior, the guide and the feature map."""
+    The method (:mod:`pyroinv.inference.methods`) picks the prior, the guide and where the transforms act; the
+    network (:mod:`pyroinv.model.registry`) the feature map."""
     m = method(cfg.inference)
     image_size = input_shape[-1] if len(input_shape) == 3 else None
     check_inputs(cfg, input_shape)
@@ -48,9 +50,9 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
         lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
     invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
                             constraint=cfg.eta_constraint, image_size=image_size)
-    features = m.features(input_shape, invariance, hidden=cfg.hidden, network=cfg.network,
-                          blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma, rff_lengthscale=cfg.rff_lengthscale,
-                          init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)
+    settings = FeatureSettings(hidden=cfg.hidden, depth=cfg.depth, blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
+                               rff_lengthscale=cfg.rff_lengthscale, init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)
+    features = build_features(cfg.network, input_shape, invariance, settings, on_inputs=m.transforms_on == "inputs")
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
                          sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
                          average=cfg.average, estimator=m.estimator(cfg.estimator))

@@ -5,10 +5,11 @@ A run holds, in float32 (4 bytes a number), with ``D`` the input size (784 for M
 
 * the data on the device: ``(N_train + N_test) D``;
 * the parameters with their gradients and Adam's two moments: ``4 P``, with
-  ``P = K F² + 2 K F`` for the per-class Cholesky ``q`` (``K F`` for a point estimate) plus ``H D + H`` for a
-  learned ``W₁`` (ReLU);
-* the step's temporaries: ``q``'s Cholesky factor and its gradient path (``c_L K F²``), the ``S × B × H``
-  activations and their gradients (``c_a S B H``), the warped images (``c_x S B D`` when the warp's adjoint is
+  ``P = K F² + 2 K F`` for the per-class Cholesky ``q`` (``K F`` for a point estimate) plus the body's learned
+  parameters (``H D + H`` for the paper's ReLU network; :attr:`pyroinv.model.registry.Network.parameters`);
+* the step's temporaries: ``q``'s Cholesky factor and its gradient path (``c_L K F²``), the ``S × B × A``
+  activations and their gradients (``c_a S B A``, ``A = H`` for the paper's network,
+  :attr:`pyroinv.model.registry.Network.activations` for the others), the warped images (``c_x S B D`` when the warp's adjoint is
   applied to the ``B`` inputs, ``c_x S H D`` when the ``S H`` weight images are warped, i.e. ``B ≥ H``) and the
   per-example draws of ``W₂`` (``c_d B K F``, local estimator);
 * what the framework takes on its first steps (autograd's engine, the math libraries' buffers): ``RUNTIME``.
@@ -33,6 +34,7 @@ import torch
 from ..config import Config
 from ..errors import ConfigError
 from ..model.estimators import num_draws
+from ..model.registry import FeatureSettings, network
 from .methods import method
 
 FLOAT = 4
@@ -69,11 +71,15 @@ def estimate(cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_tr
     H, K, S, B = cfg.hidden, num_classes, cfg.samples, min(cfg.batch_size, num_train)
     F = H + 1
     gaussian = method(cfg.inference).bayesian  # a Cholesky q, else a point estimate of W2
-    params = (K * F * F + 2 * K * F if gaussian else K * F) + (H * D + H if cfg.network == "relu" else 0)
+    net = network(cfg.network)
+    body = FeatureSettings(hidden=H, depth=cfg.depth)
+    params = (K * F * F + 2 * K * F if gaussian else K * F) + net.parameters(body, tuple(input_shape))
     image = len(input_shape) == 3
-    warped = S * (B if B < H else H) * D if image else 0
+    warped = S * (B if B < H or not net.weight_space else H) * D if image else 0
     draws = num_draws(cfg.estimator, B) * K * F if gaussian else K * F
-    step = (C_CHOLESKY * K * F * F if gaussian else 0) + C_ACTIVATIONS * S * B * H + C_WARPED * warped + C_DRAWS * draws
+    activations = net.activations(body, tuple(input_shape))
+    step = (C_CHOLESKY * K * F * F if gaussian else 0) + C_ACTIVATIONS * S * B * activations + C_WARPED * warped + \
+        C_DRAWS * draws
     return MemoryEstimate(data=FLOAT * (num_train + num_test) * D, state=FLOAT * 4 * params, step=int(FLOAT * step))
 
 

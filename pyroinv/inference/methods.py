@@ -1,16 +1,18 @@
 """Ways of learning the invariance ``eta``, each one object: the registry behind ``--inference``.
 
-A :class:`Method` says which prior ``p(W2)`` the model uses, which guide ``q(W2)`` stands for the output
-layer, which feature map carries the transforms, what its objective is called and whether that objective
-is a bound on the marginal likelihood. Nothing else in the package branches on the method's name: add a
-method by adding one entry to :data:`METHODS`.
+A :class:`Method` says which prior ``p(W2)`` the model uses, whether ``q(W2)`` is a Gaussian or a point, where
+the transforms act (on the weights, or on the inputs), and which :class:`~pyroinv.inference.objectives.Objective`
+the weights and ``eta`` climb. Nothing else in the package branches on the method's name, nor on the network's
+(:mod:`pyroinv.model.registry`): add a method by adding one entry to :data:`METHODS`.
 
 * ``vi`` (the paper, §3.6-3.7): ``W2 ~ N(0, alpha I)``, ``q(W2) = prod_c N(mu_c, L_c L_c^T)``; maximise the
-  ELBO ``E_q[sum_n log f_hat(x_n)_{y_n}] - KL(q || p) <= log p(D | eta)`` over ``q``, ``W1`` and ``eta``.
+  ELBO ``E_q[sum_n log f_hat(x_n)_{y_n}] - KL(q || p) <= log p(D | eta)`` over ``q``, the body and ``eta``.
+* ``laplace`` (LILA's, Immer et al. 2022, on the output layer): a point ``W2`` and the body on the log joint
+  (MAP); ``eta`` on the Laplace approximation of ``log p(D | eta)`` with the Kronecker-factored generalised
+  Gauss-Newton curvature of ``W2`` (:mod:`pyroinv.inference.laplace`).
 * ``map``: a point ``W2`` under the same prior; the log joint ``sum_n log f_hat(x_n)_{y_n} + log p(W2)``.
 * ``ml`` (the §4.1 ablation): a point ``W2``, flat prior; the log-likelihood alone.
-* ``augerino`` (Benton et al. 2020): the transforms act on the inputs
-  (:class:`~pyroinv.baselines.augerino.InputAugmentedFeatures`), a point ``W2``, flat prior; the loss
+* ``augerino`` (Benton et al. 2020): the transforms act on the inputs, a point ``W2``, flat prior; the loss
   ``CE - width_weight * ||eta||_2``.
 """
 from __future__ import annotations
@@ -18,11 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pyro.nn import PyroModule
 
-from ..baselines.augerino import InputAugmentedFeatures
 from ..errors import ConfigError
 from ..model.autoguides import AutoW2Guide
 from ..model.guides import ClassCholeskyGuide, PointGuide
-from ..model.networks import InvariantFeatures
+from . import objectives
+from .objectives import Objective
+
+POSTERIORS = ("gaussian", "point")
+TRANSFORMS_ON = ("weights", "inputs")
 
 
 @dataclass(frozen=True)
@@ -33,27 +38,42 @@ class Method:
         name: the ``--inference`` value.
         summary: one line for ``--help``.
         prior: ``"normal"`` (``N(0, alpha I)``) or ``"flat"`` (improper uniform).
-        bayesian: ``q(W2)`` is a Gaussian (the objective is the ELBO, the ``estimator`` applies and the
-            posterior predictive averages draws); otherwise a point ``W2_hat`` (a ``Delta`` guide).
-        features: the feature map class (weight-space invariance, or input augmentation).
-        objective: short name of ``-loss / N`` for the progress line.
-        objective_label: the same, for plot axes.
+        posterior: ``"gaussian"``: ``q(W2)`` is a Gaussian (the ``estimator`` applies and the posterior
+            predictive averages draws); ``"point"``: a point ``W2_hat`` (a ``Delta`` guide).
+        transforms_on: ``"weights"`` (the paper's weight-space invariance, where the network allows it) or
+            ``"inputs"`` (input augmentation).
+        objective: what the weights climb; ``-loss / N`` of a step is its estimate.
+        eta_objective: what ``eta`` climbs, when that is not ``objective``.
         width_reward: the loss carries Augerino's ``-width_weight * ||eta||_2``.
     """
 
     name: str
     summary: str
     prior: str
-    bayesian: bool
-    features: type[InvariantFeatures]
-    objective: str
-    objective_label: str
+    posterior: str
+    objective: Objective
+    transforms_on: str = "weights"
+    eta_objective: Objective | None = None
     width_reward: bool = False
+
+    def __post_init__(self) -> None:
+        if self.posterior not in POSTERIORS or self.transforms_on not in TRANSFORMS_ON:
+            raise ValueError(f"method {self.name!r}: posterior in {POSTERIORS}, transforms_on in {TRANSFORMS_ON}")
+
+    @property
+    def bayesian(self) -> bool:
+        """``q(W2)`` is a Gaussian."""
+        return self.posterior == "gaussian"
+
+    @property
+    def eta_climbs(self) -> Objective:
+        """The objective whose gradient moves ``eta``."""
+        return self.eta_objective or self.objective
 
     @property
     def reports_elbo(self) -> bool:
-        """Whether ``-loss / N`` is a lower bound on ``log p(D | eta) / N`` (only for a Gaussian ``q``)."""
-        return self.bayesian
+        """Whether ``-loss / N`` is a lower bound on ``log p(D | eta) / N``."""
+        return self.objective.bounds_evidence
 
     def estimator(self, requested: str) -> str:
         """The ELBO estimator to use: a point estimate of ``W2`` has nothing to draw per example."""
@@ -73,13 +93,13 @@ class Method:
 
 #: every method, by its ``--inference`` name
 METHODS: dict[str, Method] = {m.name: m for m in [
-    Method("vi", "Gaussian q(W2) on the ELBO", "normal", True, InvariantFeatures, "ELBO/N",
-           "ELBO / N (minibatch estimate)"),
-    Method("map", "point W2 with the prior", "normal", False, InvariantFeatures, "logjoint/N", "log joint / N"),
-    Method("ml", "point W2, plain cross-entropy", "flat", False, InvariantFeatures, "loglik/N", "log-likelihood / N"),
+    Method("vi", "Gaussian q(W2) on the ELBO", "normal", "gaussian", objectives.ELBO),
+    Method("laplace", "point W2 and body on the log joint, eta on the Laplace evidence of W2 (Kronecker-factored "
+           "GGN, LILA's method)", "normal", "point", objectives.LOG_JOINT, eta_objective=objectives.LAPLACE),
+    Method("map", "point W2 with the prior", "normal", "point", objectives.LOG_JOINT),
+    Method("ml", "point W2, plain cross-entropy", "flat", "point", objectives.LOG_LIKELIHOOD),
     Method("augerino", "transforms on the inputs, point W2, cross-entropy minus --width-weight * ||eta|| "
-           "(Benton et al. 2020)", "flat", False, InputAugmentedFeatures, "loglik+reward/N",
-           "log-likelihood / N + width reward", width_reward=True),
+           "(Benton et al. 2020)", "flat", "point", objectives.AUGERINO, transforms_on="inputs", width_reward=True),
 ]}
 
 

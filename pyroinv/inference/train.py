@@ -24,7 +24,9 @@ from pyro.poutine.messenger import Messenger
 from .build import build_loss, build_model, resolve_device
 from ..config import Config
 from ..data.splits import Split
+from .laplace import LaplaceEtaGradient
 from .methods import method
+from .objectives import LAPLACE
 
 #: "no non-finite loss yet" (a step number no run reaches)
 _NEVER = 2 ** 62
@@ -74,11 +76,18 @@ class Trainer:
         self.model.to(self.device)
         self.guide.to(self.device)
         self.loss_fn = build_loss(cfg, self.model, self.guide)
+        # eta on the Laplace evidence (the weights on the log joint): its Occam term's gradient, from the batch's features
+        self.laplace: LaplaceEtaGradient | None = None
+        self._batch_features: torch.Tensor | None = None
+        if method(cfg.inference).eta_climbs is LAPLACE and self.model.invariance.learn:
+            self.laplace = LaplaceEtaGradient(self.model, self.x_train, self.y_train, cfg.alpha, seed=cfg.seed)
+            self.model.features_hook = self._keep_features
         # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
         # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
         self.optimizer = torch.optim.Adam(self.param_groups(), lr=cfg.lr, betas=(0.9, 0.999), fused=True)
         self.steps_per_epoch = math.ceil(self.num_data / cfg.batch_size)
-        self.total_steps = cfg.epochs * self.steps_per_epoch
+        self.epochs = max(cfg.epochs, math.ceil(cfg.min_steps / self.steps_per_epoch))  # at least min_steps steps
+        self.total_steps = self.epochs * self.steps_per_epoch
         self.eta_warmup_steps = cfg.eta_warmup * self.steps_per_epoch
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
         self.step = 0
@@ -102,6 +111,21 @@ class Trainer:
             if params:
                 groups.append({"params": params, "lr": self.cfg.lr if lr is None else lr})
         return groups
+
+    def _keep_features(self, features: torch.Tensor) -> None:
+        self._batch_features = features.mean(0)  # phi_bar of the batch (the logits are averaged: Config.validate)
+
+    def _laplace_occam_gradient(self) -> list[torch.Tensor] | None:
+        """``eta``'s gradient of ``1/2 log det(alpha P)`` at this step (:mod:`pyroinv.inference.laplace`), the
+        curvature refreshed at the start of every epoch; ``None`` while ``eta`` is held (``eta_warmup``)."""
+        if self.laplace is None or self.step < self.eta_warmup_steps:
+            return None
+        W2 = self.guide.W2_hat.detach()
+        if not self.laplace.ready or self.step % self.steps_per_epoch == 0:
+            self.laplace.refresh(W2)
+        surrogate = self.laplace.half_logdet_surrogate(self._batch_features, W2)
+        return list(torch.autograd.grad(surrogate, list(self.model.invariance.parameters()), retain_graph=True,
+                                        allow_unused=True))
 
     @property
     def epoch(self) -> int:
@@ -133,7 +157,12 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         with ObservedSite("y") as y_site:
             loss = self.loss_fn(self.x_train[idx], self.y_train[idx], num_data=self.num_data)
+        occam = self._laplace_occam_gradient()
         loss.backward()
+        if occam is not None:  # the Laplace evidence's gradient: the log-likelihood's (in loss) and the Occam term's
+            for p, g in zip(self.model.invariance.parameters(), occam):
+                if g is not None:
+                    p.grad = g if p.grad is None else p.grad + g
         if self.step < self.eta_warmup_steps:  # eta held at its start: Adam skips a parameter without a gradient
             for p in self.model.invariance.parameters():
                 p.grad = None
@@ -188,6 +217,8 @@ class Trainer:
         out = dict(self.guide.diagnostics())
         if method(self.cfg.inference).bayesian:
             out["kl_per_datapoint"] = float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
+        if self.laplace is not None and self.laplace.ready:
+            out["laplace_per_datapoint"] = self.laplace.log_evidence
         return out
 
     def eta(self) -> torch.Tensor:
@@ -206,6 +237,8 @@ class Trainer:
         }
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
+        if self.laplace is not None:
+            state["laplace"] = self.laplace.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -216,5 +249,7 @@ class Trainer:
         self.step = int(state["step"])
         self.wall_time = float(state["wall_time"])
         torch.set_rng_state(state["torch_rng"])
+        if self.laplace is not None and "laplace" in state:
+            self.laplace.load_state_dict(state["laplace"])
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])

@@ -26,6 +26,7 @@ whether ``E_q`` is estimated with one ``W2`` draw per batch or per example
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import pyro
 import pyro.distributions as dist
@@ -108,6 +109,9 @@ class InvariantBNN(PyroinvModule):
         self.width_weight = float(width_weight)
         self.average = average
         self.estimator = estimator
+        #: when set, called with the ``(S, B, D)`` features of every :meth:`log_predictive` (the Laplace method reads
+        #: the training batch's curvature off the step's own forward pass)
+        self.features_hook: Callable[[torch.Tensor], None] | None = None
 
     @property
     def invariance(self):
@@ -127,7 +131,10 @@ class InvariantBNN(PyroinvModule):
                        paired: bool = False) -> torch.Tensor:
         """``log f_hat(x)``, shape ``(B, K)``, for one (or L stacked, or with ``paired`` one per example) ``W2``."""
         T = self.sample_transforms() if T is None else T
-        return mc_log_predictive(self.features(x, T), W2, self.average, paired=paired)
+        features = self.features(x, T)
+        if self.features_hook is not None:
+            self.features_hook(features)
+        return mc_log_predictive(features, W2, self.average, paired=paired)
 
     @torch.no_grad()
     def chunked_log_predictive(self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None,

@@ -32,7 +32,8 @@ from .invariance import Invariance
 from . import kernels
 from .warp import gaussian_blur, jacobian, warp_coordinate_weights, warp_weight_bank
 
-NETWORKS = ("relu", "rff")
+#: the activations of the shallow network (the networks themselves are :data:`pyroinv.model.registry.NETWORKS`)
+ACTIVATIONS = ("relu", "rff")
 
 
 class InvariantFeatures(PyroinvModule):
@@ -61,8 +62,8 @@ class InvariantFeatures(PyroinvModule):
                  rff_lengthscale: float | None = None, init_scale: float = 1.0, jacobian: bool = False) -> None:
         super().__init__()
         self.jacobian = jacobian
-        if network not in NETWORKS:
-            raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(NETWORKS)}")
+        if network not in ACTIVATIONS:
+            raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(ACTIVATIONS)}")
         self.input_shape = tuple(input_shape)
         self.is_image = len(self.input_shape) == 3
         if not self.is_image and self.input_shape != (2,):

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..config import Config
+from ..errors import ConfigError
+from ..inference.methods import method
 from ..model import lie
 from . import paper
 
@@ -42,11 +44,16 @@ def _earlier(lr: float, relu: bool) -> dict[str, Any]:
 
 
 _CPU_SIZES = {"train_size": 20000, "test_size": 2000, "hidden": 512, "samples": 16}
+#: the deeper networks under the cpu protocol: the mlp as the paper's network with three layers; the CNN with 256
+#: units above its convolutions, S = 8 transforms and 10 epochs (a CNN step costs about five of the ReLU network's)
+_CPU_DEEP = {"mlp": {**_CPU_SIZES, "epochs": 24, "depth": 3},
+             "cnn": {**_CPU_SIZES, "hidden": 256, "samples": 8, "epochs": 10}}
+_PAPER_DEEP = {"mlp": {"depth": 3}, "cnn": {"hidden": 256}}
 
 #: Config fields each protocol sets, per network (on top of the defaults, which are the paper's settings)
 PROTOCOLS: dict[str, dict[str, dict[str, Any]]] = {
-    "paper": {"relu": {}, "rff": {}},
-    "cpu": {"relu": {**_CPU_SIZES, "epochs": 24}, "rff": {**_CPU_SIZES, "epochs": 24}},
+    "paper": {"relu": {}, "rff": {}, **_PAPER_DEEP},
+    "cpu": {"relu": {**_CPU_SIZES, "epochs": 24}, "rff": {**_CPU_SIZES, "epochs": 24}, **_CPU_DEEP},
     "cpu-60k": {"relu": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
                 "rff": {**_CPU_SIZES, "train_size": 60000, "epochs": 8}},
     "cpu-probs": {"relu": {**_CPU_SIZES, "epochs": 24, "average": "probs"},
@@ -75,8 +82,13 @@ AUGERINO_WEIGHTS = (0.01, 0.1, 1.0)
 
 
 def protocol_settings(protocol: str, kind: str) -> dict[str, Any]:
-    """The settings a protocol adds to a cell of network ``kind`` (``relu``, ``rff`` or ``sgpr``)."""
-    return dict(SGPR_PROTOCOLS[protocol]) if kind == "sgpr" else {"network": kind, **PROTOCOLS[protocol][kind]}
+    """The settings a protocol adds to a cell of network ``kind`` (a ``--network`` name, or ``sgpr``)."""
+    if kind == "sgpr":
+        return dict(SGPR_PROTOCOLS[protocol])
+    if kind not in PROTOCOLS[protocol]:
+        raise ConfigError(f"the {protocol} protocol has no settings for --network {kind}; it has them for "
+                          f"{', '.join(PROTOCOLS[protocol])}")
+    return {"network": kind, **PROTOCOLS[protocol][kind]}
 
 
 def protocol_flags(protocol: str, kind: str) -> list[str]:
@@ -96,8 +108,8 @@ class Cell:
 
     script: str
     settings: tuple[tuple[str, Any], ...]
-    kind: str  # "relu" | "rff" | "sgpr"
-    tag: str = ""  # ends the folder name of a cell whose extra settings the name does not spell out
+    kind: str  # a --network name, or "sgpr"
+    tag: str = ""  # ends the folder name and stands for the cell's settings that the name does not spell out
 
     def setting(self, name: str, default: Any = None) -> Any:
         """One setting of the cell (a tuple of values as a list, as ``Config`` holds it)."""
@@ -105,9 +117,13 @@ class Cell:
         return list(value) if isinstance(value, tuple) else value
 
     def name(self, seed: int) -> str:
-        """A folder name that says what the run is, e.g. ``relu-mnist-rot-rotation-vi-init5-s0``."""
+        """A folder name that says what the run is, e.g. ``relu-mnist-rot-rotation-vi-init5-s0`` or
+        ``cnn-mnist-rot-affine-laplace-init0.5_0.5_5_0.05_0.05_0.05-n312-s0``.
+
+        Every setting of the cell is in it: the ones below by name, any other as ``key-value``, unless the cell
+        has a tag, which stands for them (``network(extra=(tag, settings))``)."""
         parts = [self.kind, self.setting("dataset")]
-        if self.kind in ("relu", "rff"):
+        if self.script == "svi_train.py":
             invariance = self.setting("invariance", "rotation")
             parts += [invariance, self.setting("inference", "vi")]
             if self.setting("fixed_eta") is not None:
@@ -119,13 +135,19 @@ class Cell:
                 parts.append(f"w{self.setting('width_weight'):g}")
             if self.setting("jacobian"):
                 parts.append("jac")
+            if self.setting("train_size") is not None:
+                parts.append(f"n{self.setting('train_size')}")
         if self.tag:
             parts.append(self.tag)
+        else:
+            parts += [f"{k.replace('_', '')}{_name_value(self.setting(k))}" for k, _ in self.settings
+                      if k not in _NAMED]
         return "-".join(parts) + f"-s{seed}"
 
     def values(self, protocol: str, seed: int) -> dict[str, Any]:
-        """Every setting of the run: the cell's, the protocol's and the seed."""
-        return {**{k: self.setting(k) for k, _ in self.settings}, **protocol_settings(protocol, self.kind),
+        """Every setting of the run: the protocol's, then the cell's (which take precedence: a cell of the
+        data-efficiency grid sets its own ``train_size``), and the seed."""
+        return {**protocol_settings(protocol, self.kind), **{k: self.setting(k) for k, _ in self.settings},
                 "seed": seed}
 
     def config(self, protocol: str, seed: int):
@@ -140,6 +162,15 @@ class Cell:
     def argv(self, protocol: str, seed: int, out: str) -> list[str]:
         """The script's command line of :meth:`values` (so of :meth:`config`), with ``--out``."""
         return [*settings_argv(self.values(protocol, seed)), "--out", out]
+
+
+#: the settings :meth:`Cell.name` spells out by name
+_NAMED = ("dataset", "invariance", "inference", "fixed_eta", "init_eta", "width_weight", "jacobian", "train_size")
+
+
+def _name_value(value: Any) -> str:
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return "_".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
 
 
 def _flag_values(value: Any) -> list[str]:
@@ -188,10 +219,60 @@ def sgpr(dataset: str) -> Cell:
     return Cell("sgpr_train.py", (("dataset", dataset),), "sgpr")
 
 
-def augerino(dataset: str, weight: float, invariance: str = "rotation") -> Cell:
-    """The Augerino-style baseline: ReLU network, transforms on the inputs, CE - weight * ||eta||."""
-    base = network("relu", dataset, invariance, "augerino")
-    return Cell(base.script, (*base.settings, ("width_weight", float(weight))), "relu")
+def augerino(dataset: str, weight: float, invariance: str = "rotation", kind: str = "relu",
+             more: dict[str, Any] | None = None) -> Cell:
+    """The Augerino-style baseline: transforms on the inputs, CE - weight * ||eta||."""
+    base = network(kind, dataset, invariance, "augerino")
+    return Cell(base.script, _frozen({**dict(base.settings), "width_weight": float(weight), **(more or {})}), kind)
+
+
+#: the data-efficiency grid (LILA, Immer et al. 2022, Figure 5): training-set sizes, data sets, networks, and the
+#: methods as (invariance, inference). LILA learns the six affine generators on every data set and compares
+#: against no invariance and Augerino; so does the grid (Augerino at LILA's regulariser 0.01)
+EFFICIENCY_SIZES = (312, 1250, 5000, 20000)
+EFFICIENCY_DATASETS = ("mnist-rot", "mnist-rot90", "mnist-trans", "mnist-scale", "mnist")
+EFFICIENCY_NETWORKS = ("relu", "mlp", "cnn")
+EFFICIENCY_METHODS = {"no invariance": ("none", "vi"), "Augerino": ("affine", "augerino"),
+                      "ELBO": ("affine", "vi"), "Laplace": ("affine", "laplace")}
+#: at least this many steps on a small training set (LILA trains 1,000 epochs at every size; 312 images at batch
+#: 128 are 3 steps an epoch, so a fixed number of epochs would leave them nearly untrained)
+EFFICIENCY_MIN_STEPS = 1500
+
+
+def efficiency_cell(kind: str, dataset: str, label: str, size: int) -> Cell:
+    """One cell of the data-efficiency grid: network ``kind``, method ``label`` (of :data:`EFFICIENCY_METHODS`),
+    ``size`` training images."""
+    invariance, inference = EFFICIENCY_METHODS[label]
+    more = {"train_size": size, "min_steps": EFFICIENCY_MIN_STEPS}
+    if method(inference).width_reward:  # Augerino, at LILA's regulariser
+        return augerino(dataset, 0.01, invariance, kind, more)
+    base = network(kind, dataset, invariance, inference)
+    return Cell(base.script, _frozen({**dict(base.settings), **more}), kind)
+
+
+def _efficiency_label(kind: str, label: str, size: int) -> str:
+    return f"{kind} · {label} · {size:,}"
+
+
+def _efficiency_rows(sizes: tuple[int, ...]) -> dict[str, dict[str, Cell]]:
+    return {_efficiency_label(kind, label, size): {d: efficiency_cell(kind, d, label, size) for d in EFFICIENCY_DATASETS}
+            for size in sizes for kind in EFFICIENCY_NETWORKS for label in EFFICIENCY_METHODS}
+
+
+def _efficiency_curves(sizes: tuple[int, ...]) -> dict[str, tuple[str, float]]:
+    return {_efficiency_label(kind, label, size): (f"{kind}, {label}", float(size))
+            for size in sizes for kind in EFFICIENCY_NETWORKS for label in EFFICIENCY_METHODS}
+
+
+def _deep_rows() -> dict[str, dict[str, Cell]]:
+    """Learned rotation by the ELBO and by the Laplace evidence, and no invariance, for every network."""
+    rows: dict[str, dict[str, Cell]] = {}
+    for kind in EFFICIENCY_NETWORKS:
+        rows[f"{kind}: ELBO, learned rotation"] = {d: network(kind, d, init=5) for d in paper.ROT}
+        rows[f"{kind}: Laplace, learned rotation"] = {d: network(kind, d, "rotation", "laplace", init=5)
+                                                     for d in paper.ROT}
+        rows[f"{kind}: no invariance"] = {d: network(kind, d, "none") for d in paper.ROT}
+    return rows
 
 
 @dataclass
@@ -203,6 +284,8 @@ class Table:
     datasets: tuple[str, ...]
     rows: dict[str, dict[str, Cell]]
     paper: dict[tuple[str, str], tuple[float, float | None]] = field(default_factory=dict)
+    #: rows as points of curves, ``row -> (curve, x)``: the report plots test accuracy against x, a panel per data set
+    curves: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def cells(self, only: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[Cell]:
         """The distinct cells, row by row; ``only``: rows whose label contains one of these strings;
@@ -276,6 +359,13 @@ def tables() -> dict[str, Table]:
               _transformation_rows("relu", paper.COMBO), paper.TABLE_COMBO),
         Table("table3", "Table 3: ReLU on CIFAR-10 (needs the CIFAR-10 data; a GPU for the paper protocol)",
               paper.CIFAR, _transformation_rows("relu", paper.CIFAR), paper.TABLE_3),
+        Table("deep", "Beyond one hidden layer: learned rotation by the ELBO and by the Laplace evidence, for the "
+              "paper's network, a deeper MLP and a CNN", paper.ROT, _deep_rows()),
+        Table("efficiency", "Data efficiency (LILA's grid): test accuracy against the training-set size, learned "
+              "affine invariance", EFFICIENCY_DATASETS, _efficiency_rows(EFFICIENCY_SIZES),
+              curves=_efficiency_curves(EFFICIENCY_SIZES)),
+        Table("efficiency60k", "Data efficiency at all 60,000 training images (the paper protocol)",
+              EFFICIENCY_DATASETS, _efficiency_rows((60000,))),
         Table("augerino", "Learned input augmentation (Augerino-style) against the ELBO, ReLU, learned rotation",
               paper.ROT, {**{f"Augerino λ={w:g}": {d: augerino(d, w) for d in paper.ROT} for w in AUGERINO_WEIGHTS},
                           "pyroinv VI": {d: network("relu", d, init=5) for d in paper.ROT}}),

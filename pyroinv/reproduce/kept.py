@@ -1,7 +1,7 @@
 """Cell outputs kept in the repository, so that results outlive the machine that made them.
 
 A finished cell of a kept protocol (``paper``: its cells cost minutes on a GPU that is handed back after a short
-lease, or an hour on a CPU) leaves ``results/PROTOCOL/CELL/`` in the repository: ``results.json``,
+lease, or an hour on a CPU; ``cpu``: minutes to an hour on a CPU) leaves ``results/PROTOCOL/CELL/`` in the repository: ``results.json``,
 ``config.json``, ``meta.json`` and ``metrics.jsonl`` thinned to at most :data:`MAX_RECORDS` records of the fields
 the tables and figures read (about 10 kB a cell; no checkpoints). :func:`pyroinv.reproduce.results.finished`
 reads a cell from its run folder or, where that is missing, from here, so ``scripts/reproduce.py`` counts a kept
@@ -18,8 +18,9 @@ from ..run.checkpoint import read_jsonl, write_bytes
 from ..run.folder import CONFIG, META, METRICS, RESULTS
 
 ROOT = project_root()
-#: protocols whose finished cells are kept in the repository
-KEPT_PROTOCOLS = ("paper",)
+#: protocols whose finished cells are kept in the repository (the cpu protocol's cost minutes to an hour each on
+#: a 2-core machine, and its grids take more than one machine's session)
+KEPT_PROTOCOLS = ("paper", "cpu")
 #: metric records kept per cell (evenly spaced, the last one always), and their fields
 MAX_RECORDS = 50
 FIELDS = ("step", "epoch", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr", "wall_time")

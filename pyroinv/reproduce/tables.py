@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..run.checkpoint import read_jsonl, write_bytes
-from ..run.plots import plot_eta_panels
+from ..run.plots import plot_curves_panels, plot_eta_panels
 from .claims import claims_section
 from .glance import GLANCE, glance_section
 from .grids import Table, protocol_flags, tables
@@ -102,6 +102,10 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
         out += ["", "ELBO / N (training set; for ML and Augerino rows the training log-likelihood / N):", ""]
         out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 1, '{:.2f}')} / "
                      f"{mean_sd(_metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'))}")
+    if any(_metric(cell_results(c, protocol, root), "laplace_per_datapoint") for c in table.cells()):
+        out += ["", "Laplace log evidence / N (training set; Kronecker-factored curvature of W2 at its mode, the body "
+                "and η as trained; runs with the logits averaged and a proper prior):", ""]
+        out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_per_datapoint")))
     out += ["", "Learned invariance (η in human units; – for fixed rows and baselines):", ""]
     out += _grid(table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs))
     ran_on = machines(table, protocol, root)
@@ -110,7 +114,28 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     img = img_dir / f"reproduce-{table.key}-{protocol}.png"
     if eta_figure(table, protocol, root, img):
         out += ["", f"![{table.key}](img/{img.name})"]
+    curves = img_dir / f"reproduce-{table.key}-{protocol}-accuracy.png"
+    if curves_figure(table, protocol, root, curves):
+        out += ["", f"![{table.key}: test accuracy against the training-set size](img/{curves.name})"]
     return "\n".join(out)
+
+
+def curves_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
+    """Test accuracy (mean over seeds) against the x of :attr:`Table.curves`, a panel per data set, a line per curve."""
+    if not table.curves:
+        return False
+    panels: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for row, (curve, x) in table.curves.items():
+        for d, cell in table.rows[row].items():
+            accs = _metric(cell_results(cell, protocol, root), "test_accuracy")
+            if accs:
+                panels.setdefault(LABELS.get(d, d), {}).setdefault(curve, []).append((x, 100 * sum(accs) / len(accs)))
+    if not panels:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_curves_panels(panels, path, xlabel="training images", ylabel="test accuracy (%)",
+                       title=f"{table.title.split(':')[0]} ({protocol})")
+    return True
 
 
 def replace_section(text: str, marker: str, body: str) -> str:

@@ -10,6 +10,7 @@ from ..model import lie
 from ..inference.build import resolve_device
 from ..data import load_dataset
 from ..inference.evaluate import elbo_per_datapoint, evaluate
+from ..inference.laplace import evidence_at_mode
 from .folder import RunFolder, load_run
 
 
@@ -36,12 +37,15 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
 @torch.no_grad()
 def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_root: str | None = None,
                 cache_dir: str | None = None, train_size: int | None = None, device: str = "auto",
-                seed: int = 0, draws: int = 1) -> list[dict[str, float]]:
+                seed: int = 0, draws: int = 1, laplace: bool = False) -> list[dict[str, float]]:
     """ELBO/N of a trained run with one ``eta`` generator set to each of ``values`` (human units).
 
     Everything else (``W1``, ``q``) stays as trained, so this profiles the bound along ``eta``
     at the trained parameters: where it peaks is where gradient ascent on ``eta`` would settle.
     ``draws``: passes averaged per value (see :func:`pyroinv.inference.evaluate.elbo_per_datapoint`).
+    ``laplace``: also the Laplace estimates of ``log p(D | eta) / N`` there, with ``W2`` at its mode on the
+    averaged features (:func:`pyroinv.inference.laplace.evidence_at_mode`; a second estimate of what the ELBO
+    bounds, exact in its curvature for the logits averaged) and the test accuracy of that mode.
     """
     dev = resolve_device(device)
     saved = RunFolder(out).config()
@@ -55,5 +59,9 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
     for value in values:
         model.invariance.set_eta(generator, lie.from_human(generator, value, model.invariance.image_size))
         torch.manual_seed(seed)
-        rows.append({"eta_human": value, **elbo_per_datapoint(model, guide, x, y, num_data=num_data, draws=draws)})
+        row = {"eta_human": value, **elbo_per_datapoint(model, guide, x, y, num_data=num_data, draws=draws)}
+        if laplace:
+            torch.manual_seed(seed)
+            row.update(evidence_at_mode(model, x, y, cfg.alpha))
+        rows.append(row)
     return rows

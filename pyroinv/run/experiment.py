@@ -26,6 +26,7 @@ from ..config import Config
 from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError, one_line
 from ..inference.evaluate import elbo_per_datapoint, posterior_predictive
+from ..inference.laplace import evidence_at_mode
 from ..inference.memory import check_fits
 from ..inference.methods import method
 from .checkpoint import append_line, write_failure
@@ -96,6 +97,8 @@ def _regime(r: dict[str, Any]) -> str:
     parts = []
     if "kl_per_datapoint" in r:
         parts.append(f"KL/N {r['kl_per_datapoint']:.3f}")
+    if "laplace_per_datapoint" in r:
+        parts.append(f"Laplace/N {r['laplace_per_datapoint']:.3f}")
     if "q_scale" in r:
         parts.append(f"q {r['q_scale']:.2f}")
     parts.append(f"|mu| {r['mu_norm']:.1f}")
@@ -170,7 +173,7 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, cfg.epochs,
              trainer.steps_per_epoch)
     every = checkpoint_every or trainer.steps_per_epoch
-    objective = method(cfg.inference).objective
+    objective = method(cfg.inference).objective.short
     bar = _progress(trainer.total_steps, trainer.step, progress)
     last_good = trainer.step
     steps_this_call = 0
@@ -222,6 +225,14 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     return finish(trainer, folder.path, quiet=quiet, signals=signals)
 
 
+def _w2_estimate(guide) -> torch.Tensor | None:
+    """The guide's estimate of ``W2`` (the point, or q's mean) as a start for the mode; ``None`` for an AutoGuide."""
+    for name in ("W2_hat", "loc"):
+        if isinstance(getattr(guide, name, None), torch.Tensor):
+            return getattr(guide, name).detach()
+    return None
+
+
 def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignals | None = None) -> dict[str, Any]:
     """Evaluate, write the plots, the ArviZ file and, last, ``results.json``; print a summary.
 
@@ -243,6 +254,10 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     # at least 32 draws of W2 in all (one per batch of 500): a single draw on a small data set is far too noisy
     draws = max(1, math.ceil(32 / math.ceil(len(trainer.y_train) / 500)))
     elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
+    # a second estimate of log p(D | eta), beside the ELBO: the Laplace evidence of W2 at the trained body (the logits
+    # averaged, so that the last-layer GGN is the exact Hessian; a proper prior)
+    evidence = evidence_at_mode(model, trainer.x_train, trainer.y_train, cfg.alpha, init=_w2_estimate(guide)) \
+        if model.average == "logits" and model.prior_kind == "normal" else {}
     idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
                         cfg.export_draws, seed=cfg.seed)
     inv = model.invariance
@@ -250,7 +265,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     records = folder.metrics()
     if records:
         plot_eta(records, inv.active, folder / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
-        plot_curves(records, folder / "curves.png", objective=m.objective_label)
+        plot_curves(records, folder / "curves.png", objective=m.objective.label)
     if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
         plot_filter_banks(model.features, folder / "filters.png")
     save_inference_data(idata, folder / "posterior.nc")
@@ -262,14 +277,15 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device)))
+        device_name=device_name(trainer.device), **evidence))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:
         return results
     print(f"\nlearned invariance: {inv.describe()}")
     line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
-    print(line + (f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""))
+    line += f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""
+    print(line + (f"  Laplace log evidence/N {evidence['laplace_per_datapoint']:.4f}" if evidence else ""))
     print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
     print(readable_summary(idata).to_string())
     written = sorted(p.name for p in folder.path.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))

@@ -32,6 +32,7 @@ import torch
 
 from ..config import Config
 from ..data import load_dataset
+from ..inference.laplace import averaged_features as model_averaged_features, laplace_log_evidence
 from ..inference.train import Trainer
 from .arviz_export import import_arviz
 
@@ -57,12 +58,9 @@ class NutsCheck:
         return asdict(self)
 
 
-@torch.no_grad()
 def averaged_features(trainer: Trainer, x: torch.Tensor) -> torch.Tensor:
     """``phi_bar(x)``, ``(N, D)``: the features averaged over the model's S (deterministic) transforms."""
-    model = trainer.model
-    bank = model.features.weight_bank(model.sample_transforms())
-    return torch.cat([model.features.apply_bank(x[i:i + 500], bank).mean(0) for i in range(0, x.shape[0], 500)])
+    return model_averaged_features(trainer.model, x)
 
 
 def log_joint(W2: torch.Tensor, phi: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -71,31 +69,6 @@ def log_joint(W2: torch.Tensor, phi: torch.Tensor, y: torch.Tensor, alpha: float
     loglik = logp.gather(-1, y.expand(*logp.shape[:-2], -1).unsqueeze(-1)).squeeze(-1).sum(-1)
     d = W2.shape[-1] * W2.shape[-2]
     return loglik - 0.5 * W2.pow(2).sum((-1, -2)) / alpha - 0.5 * d * math.log(2 * math.pi * alpha)
-
-
-def laplace_log_evidence(phi: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float,
-                         iters: int = 200) -> tuple[torch.Tensor, float]:
-    """The MAP ``W*`` (L-BFGS) and the Laplace estimate of ``log p(D | eta)`` with the exact Hessian."""
-    phi, K, D = phi.double(), num_classes, phi.shape[1]
-    W = torch.zeros(K, D, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([W], max_iter=iters, tolerance_grad=1e-9, tolerance_change=1e-12,
-                            line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        loss = -log_joint(W, phi, y, alpha)
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    W = W.detach()
-    with torch.no_grad():
-        p = torch.softmax(phi @ W.T, -1)                                                  # (N, K)
-        A = torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)                         # (N, K, K)
-        H = torch.einsum("nab,nd,ne->adbe", A, phi, phi).reshape(K * D, K * D)
-        H += torch.eye(K * D, dtype=H.dtype) / alpha
-        log_z = log_joint(W, phi, y, alpha) + 0.5 * K * D * math.log(2 * math.pi) - 0.5 * torch.logdet(H)
-    return W.float(), float(log_z)
 
 
 def check_eta(cfg: Config, data, eta_deg: float, draws: int = 1000, nuts_samples: int = 300, nuts_warmup: int = 300,

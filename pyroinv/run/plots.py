@@ -185,3 +185,48 @@ def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]]
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0, right, 1))
     save_figure(fig, path, dpi=100)
+
+
+def plot_eta_profile(rows: Sequence[dict], path: Path, generator: str = "rotate", title: str = "",
+                     profiles: dict[str, Sequence[dict]] | None = None) -> None:
+    """The ELBO/N and the Laplace evidence/N (where the rows have it) against one ``eta`` (:func:`eta_profile`), one
+    panel per profile: ``rows`` alone, or ``profiles`` (panel title -> rows)."""
+    panels = profiles or {title: rows}
+    fig = Figure(figsize=(4.2 * len(panels), 3.4))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    series = (("elbo_per_datapoint", "ELBO / N", "C0", "o"), ("laplace_per_datapoint", "Laplace / N (Kronecker)", "C1", "s"),
+              ("laplace_full_per_datapoint", "Laplace / N (exact)", "C2", "^"))
+    for ax, (name, panel) in zip(axes, panels.items()):
+        xs = [r["eta_human"] for r in panel]
+        for key, label, color, marker in series:
+            ys = [r.get(key) for r in panel]
+            if all(v is not None for v in ys):
+                ax.plot(xs, ys, marker=marker, color=color, label=label)
+        ax.set_xlabel(f"{generator} η (human units)")
+        ax.set_title(name, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("per data point (nats)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+
+
+def plot_curves_panels(panels: dict[str, dict[str, Sequence[tuple[float, float]]]], path: Path, xlabel: str,
+                       ylabel: str, title: str = "") -> None:
+    """One panel per key of ``panels``, one line per curve of ``(x, y)`` points (x on a log axis)."""
+    fig = Figure(figsize=(3.6 * len(panels), 3.6))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (name, curves) in zip(axes, panels.items()):
+        for i, (curve, points) in enumerate(sorted(curves.items())):
+            xs, ys = zip(*sorted(points))
+            ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", label=curve)
+        ax.set_xscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(ylabel)
+    axes[-1].legend(fontsize=6, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)

@@ -93,3 +93,12 @@ def test_eta_warmup_must_leave_epochs_to_learn():
         Config(epochs=2, eta_warmup=2).validate()
     with pytest.raises(ConfigError, match="--eta-warmup"):
         Config(eta_warmup=-1).validate()
+
+
+def test_min_steps_lengthens_a_run_on_a_small_training_set_by_whole_epochs():
+    trainer = _trainer(epochs=2, min_steps=7)
+    assert trainer.total_steps == trainer.epochs * trainer.steps_per_epoch >= 7
+    assert trainer.epochs == -(-7 // trainer.steps_per_epoch)
+    assert _trainer(epochs=2).total_steps == 2 * trainer.steps_per_epoch
+    with pytest.raises(Exception, match="--min-steps must be a non-negative whole number"):
+        Config(min_steps=-1).validate()

@@ -5,7 +5,8 @@ from pyroinv.baselines.sgpr import config_from_args as sgpr_config_from_args
 from pyroinv.baselines.sgpr import parser as sgpr_parser
 from pyroinv.cli import config_from_args, train_parser
 from pyroinv.config import Config
-from pyroinv.reproduce.grids import PROTOCOLS, tables
+from pyroinv.errors import ConfigError
+from pyroinv.reproduce.grids import PROTOCOLS, Cell, tables
 from pyroinv.reproduce.paper import TABLE_2, TABLE_C2
 
 
@@ -16,6 +17,14 @@ def _all_cells():
 @pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
 def test_every_cell_is_a_valid_command(protocol):
     for cell in _all_cells():
+        if cell.kind != "sgpr" and cell.kind not in PROTOCOLS[protocol]:  # e.g. the earlier protocols' cnn
+            with pytest.raises(ConfigError, match=f"the {protocol} protocol has no settings for --network {cell.kind}"):
+                cell.config(protocol, 0)
+            continue
+        if cell.setting("inference") == "laplace" and PROTOCOLS[protocol].get(cell.kind, {}).get("average") == "probs":
+            with pytest.raises(ConfigError, match="--inference laplace needs --average logits"):
+                cell.config(protocol, 0)  # a protocol that averages probabilities has no Laplace cells
+            continue
         argv = cell.argv(protocol, 0, "runs/x")
         if cell.script == "svi_train.py":
             cfg = config_from_args(train_parser().parse_args(argv))
@@ -34,6 +43,22 @@ def test_cell_names_are_unique_and_say_what_runs():
     assert grid["figure6"].rows["ML"]["mnist-rot"].name(0) == "relu-mnist-rot-rotation-ml-init5-s0"
     assert grid["figure6"].rows["RFF: VI"]["mnist-rot"] == grid["table1"].rows["learned (5° init)"]["mnist-rot"]
     assert grid["augerino"].rows["Augerino λ=0.1"]["mnist"].name(0) == "relu-mnist-rotation-augerino-init5-w0.1-s0"
+
+
+def test_names_are_complete_for_every_network_and_setting():
+    grid = tables()
+    cell = grid["efficiency"].rows["cnn · Laplace · 312"]["mnist-rot"]
+    assert cell.name(1) == "cnn-mnist-rot-affine-laplace-init0.5_0.5_5_0.05_0.05_0.05-n312-minsteps1500-s1"
+    assert grid["deep"].rows["mlp: no invariance"]["mnist"].name(0) == "mlp-mnist-none-vi-s0"
+    untagged = Cell("svi_train.py", (("dataset", "mnist"), ("invariance", "none"), ("depth", 4)), "mlp")
+    assert untagged.name(0) == "mlp-mnist-none-vi-depth4-s0"  # a setting the name has no word for is still in it
+
+
+def test_a_cells_own_settings_take_precedence_over_the_protocols():
+    cell = tables()["efficiency"].rows["relu · ELBO · 1,250"]["mnist-trans"]
+    cfg = cell.config("cpu", 0)
+    assert (cfg.train_size, cfg.min_steps, cfg.hidden, cfg.invariance) == (1250, 1500, 512, "affine")
+    assert cell.config("paper", 0).train_size == 1250
 
 
 def test_protocols():

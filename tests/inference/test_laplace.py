@@ -1,0 +1,134 @@
+"""The Laplace evidence of the output layer: equal to laplace-torch's at fixed features, exact where it says so,
+and the gradient that moves eta during training is the evidence's."""
+import warnings
+
+import pytest
+import torch
+
+from pyroinv.config import Config
+from pyroinv.data.splits import Split
+from pyroinv.inference import laplace as lap
+from pyroinv.inference.train import Trainer
+
+
+def _problem(N=300, D=12, K=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    phi = torch.randn(N, D, generator=g, dtype=torch.float64)
+    y = torch.randint(0, K, (N,), generator=g)
+    return phi, y, K
+
+
+@pytest.mark.parametrize("structure", ["full", "kron"])
+def test_the_evidence_at_the_mode_is_laplace_torchs(structure):
+    warnings.filterwarnings("ignore")
+    from laplace import Laplace
+
+    phi, y, K = _problem()
+    alpha = 0.7
+    W = lap.map_w2(phi, y, K, alpha, iters=500).double()
+    linear = torch.nn.Linear(phi.shape[1], K, bias=False).double()
+    with torch.no_grad():
+        linear.weight.copy_(W)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(phi, y), batch_size=100)
+    la = Laplace(linear, "classification", subset_of_weights="all", hessian_structure=structure,
+                 prior_precision=1 / alpha)
+    la.fit(loader)
+    assert float(lap.log_evidence(phi, y, W, alpha, structure)) == pytest.approx(float(la.log_marginal_likelihood()),
+                                                                                 rel=1e-7)
+
+
+def test_the_full_ggn_is_the_sum_of_kronecker_products():
+    phi, y, K = _problem(N=50, D=5, K=3)
+    p = torch.softmax(torch.randn(50, K, dtype=torch.float64), -1)
+    Lam = torch.diag_embed(p) - p.unsqueeze(2) * p.unsqueeze(1)
+    expected = sum(torch.kron(Lam[n], torch.outer(phi[n], phi[n])) for n in range(50))
+    assert torch.allclose(lap.full_ggn(phi, p), expected, atol=1e-10)
+
+
+def test_the_full_ggn_is_the_hessian_of_the_negative_log_likelihood():
+    phi, y, K = _problem(N=40, D=4, K=3)
+    W = torch.randn(K, 4, dtype=torch.float64)
+    H = torch.autograd.functional.hessian(lambda w: -lap.log_likelihood(phi, y, w.view(K, 4)), W.flatten())
+    assert torch.allclose(lap.full_ggn(phi, torch.softmax(phi @ W.T, -1)), H, atol=1e-10)
+
+
+def test_a_subset_scaled_to_the_whole_is_the_whole_when_it_is_the_whole_repeated():
+    phi, y, K = _problem(N=60, D=6, K=3)
+    W = torch.randn(K, 6, dtype=torch.float64)
+    whole = lap.log_evidence(phi.repeat(4, 1), y.repeat(4), W, 1.0, "kron")
+    assert float(lap.log_evidence(phi, y, W, 1.0, "kron", num_data=240)) == pytest.approx(float(whole), rel=1e-10)
+
+
+def test_the_training_gradient_is_the_first_order_gradient_of_the_half_log_determinant():
+    """With the refresh at the batch's own features (the whole set as one batch), the surrogate's gradient is
+    exactly that of 1/2 log det(alpha P) through the features."""
+    phi, y, K = _problem(N=80, D=6, K=3)
+    phi = phi.float()
+    W = torch.randn(K, 6)
+    eta_grad = lap.LaplaceEtaGradient.__new__(lap.LaplaceEtaGradient)
+    eta_grad.num_data, eta_grad.alpha = 80, 0.5
+    with torch.no_grad():
+        A, G = lap.kron_factors(phi, torch.softmax(phi @ W.T, -1))
+        a, U = torch.linalg.eigh(A.double())
+        g, V = torch.linalg.eigh(G.double())
+        denom = torch.outer(g.clamp(min=0), a.clamp(min=0)) / 80 + 1 / 0.5
+        eta_grad.M_A = ((U * ((g.clamp(min=0) / 80).unsqueeze(1) / denom).sum(0)) @ U.T).float()
+        eta_grad.M_G = ((V * ((a.clamp(min=0) / 80).unsqueeze(0) / denom).sum(1)) @ V.T).float()
+    x = phi.clone().double().requires_grad_(True)
+    (direct,) = torch.autograd.grad(0.5 * lap.kron_logdet(*lap.kron_factors(x, torch.softmax(x @ W.double().T, -1)),
+                                                          80, 0.5), x)
+    x32 = phi.clone().requires_grad_(True)
+    (surrogate,) = torch.autograd.grad(eta_grad.half_logdet_surrogate(x32, W), x32)
+    assert torch.allclose(surrogate.double(), direct, rtol=1e-3, atol=1e-5)
+
+
+def _data(n=96, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, 1, 8, 8, generator=g)
+    y = (x[:, 0, :4].mean((1, 2)) > x[:, 0, 4:].mean((1, 2))).long()
+    return Split("toy", x.numpy(), y.numpy(), x[:32].numpy(), y[:32].numpy(), 2)
+
+
+def test_training_moves_eta_by_the_evidence_and_records_it():
+    cfg = Config(inference="laplace", hidden=8, samples=4, epochs=2, batch_size=32, init_eta=20.0).validate()
+    trainer = Trainer(cfg, _data(), device="cpu")
+    start = trainer.eta().clone()
+    for _ in trainer.steps():
+        pass
+    assert not torch.equal(trainer.eta(), start)
+    diag = trainer.diagnostics()
+    assert "laplace_per_datapoint" in diag and diag["laplace_per_datapoint"] < 0
+
+
+def test_a_resumed_laplace_run_is_the_uninterrupted_one():
+    cfg = Config(inference="laplace", hidden=8, samples=4, epochs=3, batch_size=32, init_eta=20.0).validate()
+    whole = Trainer(cfg, _data(), device="cpu")
+    for _ in whole.steps():
+        pass
+    first = Trainer(cfg, _data(), device="cpu")
+    for _ in range(4):
+        first.train_step()
+    state = first.state_dict()
+    second = Trainer(cfg, _data(), device="cpu")
+    second.load_state_dict(state)
+    for _ in second.steps():
+        pass
+    assert torch.equal(second.eta(), whole.eta())
+    assert torch.equal(second.guide.W2_hat, whole.guide.W2_hat)
+
+
+def test_the_laplace_method_needs_the_logits_averaged():
+    from pyroinv.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--inference laplace needs --average logits"):
+        Config(inference="laplace", average="probs").validate()
+
+
+def test_evidence_at_mode_gives_both_structures_on_a_small_layer():
+    torch.manual_seed(0)
+    cfg = Config(inference="vi", hidden=8, samples=4, epochs=1, batch_size=32).validate()
+    trainer = Trainer(cfg, _data(), device="cpu")
+    ev = lap.evidence_at_mode(trainer.model, trainer.x_train, trainer.y_train, 1.0)
+    assert ev["laplace_full_per_datapoint"] is not None
+    # both are log p(D | eta) / N of a 2-class problem at 9 features: below 0, and close to each other
+    assert ev["laplace_per_datapoint"] < 0 and abs(ev["laplace_per_datapoint"] - ev["laplace_full_per_datapoint"]) < 0.1
