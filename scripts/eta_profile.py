@@ -18,7 +18,7 @@ from pyroinv.model.lie import GENERATOR_NAMES  # noqa: E402
 def main() -> int:
     p = OneLineParser(prog="eta_profile.py", description=__doc__.splitlines()[0],
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("run", type=Path, help="run folder written by svi_train.py")
+    p.add_argument("runs", type=Path, nargs="+", help="run folders written by svi_train.py (one table and panel each)")
     p.add_argument("--values", type=any_float, nargs="+", required=True,
                    help="eta values in human units (degrees for rotation, pixels for translation, log-scale otherwise)")
     p.add_argument("--generator", choices=GENERATOR_NAMES, default="rotate", help="which eta to vary")
@@ -34,27 +34,36 @@ def main() -> int:
     setup_logging()
     from pyroinv.run.analysis import eta_profile
 
-    try:
-        rows = eta_profile(args.run, args.values, generator=GENERATOR_NAMES.index(args.generator),
-                           train_size=args.train_size, seed=args.seed, draws=args.draws, laplace=args.laplace)
-    except PyroinvError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return 2
-    extra = " Laplace/N (Kronecker) | Laplace/N (exact) |" if args.laplace else ""
-    print(f"| {args.generator} | ELBO/N | log-lik/N | KL/N |{extra}\n|---|---|---|---|" + "---|" * (2 * args.laplace))
-    for r in rows:
-        line = (f"| {r['eta_human']:g} | {r['elbo_per_datapoint']:.4f} | {r['loglik_per_datapoint']:.4f} | "
-                f"{r['kl_per_datapoint']:.4f} |")
-        if args.laplace:
-            full = r["laplace_full_per_datapoint"]
-            line += f" {r['laplace_per_datapoint']:.4f} | {'—' if full is None else f'{full:.4f}'} |"
-        print(line)
+    profiles = {}
+    for run in args.runs:
+        try:
+            rows = eta_profile(run, args.values, generator=GENERATOR_NAMES.index(args.generator),
+                               train_size=args.train_size, seed=args.seed, draws=args.draws, laplace=args.laplace)
+        except PyroinvError as err:
+            sys.stderr.write(f"error: {err}\n")
+            return 2
+        profiles[run.name] = rows
+        print_table(rows, args.generator, args.laplace, title=str(run))
     if args.plot:
         from pyroinv.run.plots import plot_eta_profile
 
-        plot_eta_profile(rows, args.plot, generator=args.generator, title=str(args.run))
+        plot_eta_profile([], args.plot, generator=args.generator, profiles=profiles)
         print(f"figure: {args.plot}")
     return 0
+
+
+def print_table(rows: list[dict], generator: str, laplace: bool, title: str) -> None:
+    """One run's profile as a Markdown table."""
+    print(f"\n{title}\n")
+    extra = " Laplace/N (Kronecker) | Laplace/N (exact) |" if laplace else ""
+    print(f"| {generator} | ELBO/N | log-lik/N | KL/N |{extra}\n|---|---|---|---|" + "---|" * (2 * laplace))
+    for r in rows:
+        line = (f"| {r['eta_human']:g} | {r['elbo_per_datapoint']:.4f} | {r['loglik_per_datapoint']:.4f} | "
+                f"{r['kl_per_datapoint']:.4f} |")
+        if laplace:
+            full = r["laplace_full_per_datapoint"]
+            line += f" {r['laplace_per_datapoint']:.4f} | {'—' if full is None else f'{full:.4f}'} |"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,11 @@ refresh, taken through the training batch's own features:
     M_A = U diag(sum_i (g_i / N) / (g_i a_j / N + 1/alpha)) U^T,  M_G = V diag(sum_j (a_j / N) / (...)) V^T,
 
 with ``dA`` and ``dG`` the batch's contributions scaled by ``N / B`` (an unbiased estimate of the full data's).
-LILA differs in two places: its prior precision is learned with ``eta`` (here ``alpha`` is the paper's fixed 1), and
+laplace-torch (``laplace.Laplace(..., subset_of_weights="all", hessian_structure="kron" | "full")`` on a linear layer
+over the averaged features) gives the same value at fixed ``eta`` to seven digits (``tests/inference/test_laplace.py``
+checks both structures); its release cannot differentiate the evidence in ``eta`` through the curvature (LILA used
+a fork of it and of ASDL for that), so the package computes the value and the gradient itself from the formulas
+above, which also spares a run the import of laplace-torch's backends. LILA differs in two places: its prior precision is learned with ``eta`` (here ``alpha`` is the paper's fixed 1), and
 its Laplace covers every layer (here the output layer, the part of the network that the ELBO treats as random).
 """
 from __future__ import annotations

@@ -29,6 +29,9 @@ from pathlib import Path
 from .grids import tables
 from .results import cell_results, mean_sd
 
+#: the grids the claims read: a report of any of them (or of ``claims``) rewrites the claims section
+CLAIM_TABLES = ("headline", "figure6", "tableC2", "table1", "table2")
+
 MATCHING_FIXED = {"mnist-rot": (135, 175), "mnist-rot90": (45, 90, 135), "mnist": (5, 45)}
 EXPECTED_GENERATOR = {"mnist-rot": "rotation", "mnist-trans": "translation", "mnist-scale": "scale"}
 GENERATOR_RANGE = (1.0, 1.0, math.pi, math.log(2.0), math.log(2.0), 1.0)

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from ..run.checkpoint import read_jsonl, write_bytes
 from ..run.plots import plot_curves_panels, plot_eta_panels
-from .claims import claims_section
+from .claims import CLAIM_TABLES, claims_section
 from .glance import GLANCE, glance_section
 from .grids import Table, protocol_flags, tables
 from .results import LABELS, cell_results, finished, mean_sd
@@ -147,7 +147,8 @@ def replace_section(text: str, marker: str, body: str) -> str:
 
 
 def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Path) -> list[str]:
-    """Rewrite the sections of ``keys`` (and the claims) in ``results_md``; returns what was written."""
+    """Rewrite the sections of ``keys`` in ``results_md`` (and the claims, when ``keys`` name them or a grid they
+    read, :data:`~.claims.CLAIM_TABLES`); returns what was written."""
     grid = tables()
     text = results_md.read_text() if results_md.exists() else "# Measured results\n"
     written = []
@@ -157,8 +158,9 @@ def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Pat
         text = replace_section(text, f"reproduce:{key}:{protocol}", section(grid[key], protocol, root,
                                                                             results_md.parent / "img"))
         written.append(key)
-    text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))
-    written.append("claims")
+    if "claims" in keys or any(key in CLAIM_TABLES for key in keys):  # a grid beyond the paper leaves them alone
+        text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))
+        written.append("claims")
     if GLANCE in text:  # the summary at the top, from the claims and headline sections just written
         text = replace_section(text, GLANCE, glance_section(text))
     write_bytes(results_md, text.encode())

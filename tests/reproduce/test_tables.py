@@ -87,6 +87,22 @@ def test_report_rewrites_only_its_sections(tmp_path):
     assert replace_section("a <!-- m begin -->x<!-- m end --> b", "m", "y") == "a <!-- m begin -->\ny\n<!-- m end --> b"
 
 
+def test_a_grid_beyond_the_paper_leaves_the_claims_alone_and_plots_its_curves(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYROINV_KEPT_RESULTS", str(tmp_path / "kept"))
+    g = tables()
+    for size, acc in ((312, 0.5), (1250, 0.8)):
+        _write(tmp_path, g["efficiency"].rows[f"cnn · Laplace · {size:,}"]["mnist-rot"], 0, deg=170.0,
+               test_accuracy=acc, laplace_per_datapoint=-0.3)
+    md = tmp_path / "RESULTS.md"
+    md.write_text("<!-- reproduce:claims:cpu begin -->\npublished claims\n<!-- reproduce:claims:cpu end -->\n")
+    assert write_report(["efficiency"], "cpu", tmp_path, md) == ["efficiency"]
+    text = md.read_text()
+    assert "published claims" in text and "| cnn · Laplace · 312 | – / 50.00 |" in text
+    assert "Laplace log evidence / N" in text and "| cnn · Laplace · 1,250 | -0.30 |" in text
+    assert (tmp_path / "img" / "reproduce-efficiency-cpu-accuracy.png").exists()
+    assert "claims" in write_report(["headline"], "cpu", tmp_path, md)  # a grid the claims read rewrites them
+
+
 def test_claims_show_a_dash_for_rotations_not_run(tmp_path):
     learned = tables()["headline"].rows["learned (5° init)"]
     _write(tmp_path, learned["mnist-rot"], 0, deg=170.0)
