@@ -57,7 +57,7 @@ class DeepMLPFeatures(PyroinvModule):
 
     Args:
         first: the first layer, :class:`~pyroinv.model.networks.InvariantFeatures` (transforms on its weights) or
-            :class:`~pyroinv.baselines.augerino.InputAugmentedFeatures` (on the inputs), with ``network="relu"``.
+            :class:`~pyroinv.model.input_features.InputAugmentedFeatures` (on the inputs), with ``network="relu"``.
         depth: hidden layers in all, the first included (at least 2; 1 is the paper's network).
         init_scale: factor on the last hidden layer's initial weights.
     """

@@ -54,7 +54,7 @@ class InvariantFeatures(PyroinvModule):
             changes nothing for translation, rotation and shear (determinant 1).
     """
 
-    #: the transforms warp the weight images (input-space augmentation lives in :mod:`pyroinv.baselines.augerino`)
+    #: the transforms warp the weight images (input-space augmentation lives in :mod:`pyroinv.model.input_features`)
     warps_weights = True
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,

@@ -25,6 +25,7 @@ import torch.nn as nn
 
 from ..errors import ConfigError
 from .deep import ConvFeatures, DeepMLPFeatures, conv_activations
+from .input_features import InputAugmentedFeatures
 from .invariance import Invariance
 from .networks import InvariantFeatures
 
@@ -50,8 +51,6 @@ def _shallow(activation: str) -> Callable[..., nn.Module]:
 
 def _first_layer(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool,
                  activation: str = "relu") -> InvariantFeatures:
-    from ..baselines.augerino import InputAugmentedFeatures  # the input-space first layer
-
     cls = InputAugmentedFeatures if on_inputs else InvariantFeatures
     return cls(input_shape, invariance, hidden=s.hidden, network=activation, blur_sigma=s.blur_sigma,
                rff_sigma=s.rff_sigma, rff_lengthscale=s.rff_lengthscale, init_scale=s.init_scale, jacobian=s.jacobian)

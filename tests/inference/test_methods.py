@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyroinv.baselines.augerino import InputAugmentedFeatures
+from pyroinv.model.input_features import InputAugmentedFeatures
 from pyroinv.inference.build import build_model
 from pyroinv.cli import train_parser
 from pyroinv.config import Config

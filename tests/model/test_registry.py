@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from pyroinv.baselines.augerino import InputAugmentedFeatures
+from pyroinv.model.input_features import InputAugmentedFeatures
 from pyroinv.cli import train_parser
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError

@@ -7,7 +7,7 @@ import torch
 from pyroinv.inference.build import build_elbo, build_model
 from pyroinv.config import Config
 from pyroinv.model.invariance import Invariance
-from pyroinv.baselines.augerino import InputAugmentedFeatures
+from pyroinv.model.input_features import InputAugmentedFeatures
 from pyroinv.run.experiment import run_experiment
 from pyroinv.model.warp import warp_images
 from tests.run.test_experiment import tiny_config

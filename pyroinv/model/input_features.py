@@ -1,5 +1,5 @@
-"""Input-space augmentation (Augerino, Benton et al. 2020): the baseline against which weight-space invariance
-is compared.
+"""The transforms on the inputs (input-space augmentation): the first layer of Augerino (Benton et al. 2020), the
+baseline against which weight-space invariance is compared, and of any network whose method asks for it.
 
 Where the paper's :class:`~pyroinv.model.networks.InvariantFeatures` warps the *weights* (``phi(W1 T_i x)`` computed as
 ``phi((W1 o T_i) x)``), Augerino transforms the *inputs*: every image is resampled at ``T_i p`` (bilinear, zeros
@@ -7,15 +7,16 @@ outside; no blur, nothing is warped on the weights) and every 2-D point is mappe
 
     phi_i(x) = phi(W1 (T_i x) + b1),   i = 1..S.
 
-The method (:data:`pyroinv.inference.methods.AUGERINO`) puts these features under a point ``W2`` and the loss
-``CE - width_weight * ||eta||_2``.
+The ``augerino`` method (:data:`pyroinv.inference.methods.METHODS`) puts these features under a point ``W2`` and
+the loss ``CE - width_weight * ||eta||_2``; the registry (:mod:`pyroinv.model.registry`) builds them for any method
+whose ``transforms_on`` is ``"inputs"``.
 """
 from __future__ import annotations
 
 import torch
 
-from ..model.networks import InvariantFeatures
-from ..model.warp import warp_images
+from .networks import InvariantFeatures
+from .warp import warp_images
 
 
 class InputAugmentedFeatures(InvariantFeatures):
