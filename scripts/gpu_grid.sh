@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TABLES="tableC2 headline figure6 table1 tableC1 table2 tableC3 combinations augerino"
+TABLES="tableC2 headline figure6 table1 tableC1 table2 tableC3 combinations augerino deep efficiency efficiency60k"
 SEEDS="0 1 2"
 MINUTES=8
 PACK=""

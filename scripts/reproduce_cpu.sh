@@ -16,9 +16,13 @@ $R table1
 $R combinations
 $R tableC1
 $R tableC3
+# beyond the paper: deeper networks and the Laplace evidence, then LILA's data-efficiency grid
+$R deep
+$R efficiency --datasets mnist-rot
+$R efficiency
 # partially rotated MNIST with all 60,000 images (the same steps): claims 3 and 4 for the ReLU network
 .venv/bin/python scripts/reproduce.py tableC2 --rows fixed "learned (5° init)" --datasets mnist-rot90 --seeds 0 1 2 \
   --protocol cpu-60k --jobs 2 --no-report
 .venv/bin/python scripts/reproduce.py tableC2 claims --protocol cpu-60k --report-only
 exec .venv/bin/python scripts/reproduce.py headline figure6 tableC2 table2 augerino table1 combinations tableC1 \
-  tableC3 --protocol cpu --report-only
+  tableC3 deep efficiency --protocol cpu --report-only

@@ -99,7 +99,8 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 0, '{:.2f}')} / "
                  f"{mean_sd([100 * a for a in _metric(rs, 'test_accuracy')])}")
     if any(v[1] is not None for v in table.paper.values()) or not table.paper:
-        out += ["", "ELBO / N (training set; for ML and Augerino rows the training log-likelihood / N):", ""]
+        out += ["", "ELBO / N (training set; for rows with a point W2 (ML, Laplace, Augerino) the training "
+                "log-likelihood / N):", ""]
         out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 1, '{:.2f}')} / "
                      f"{mean_sd(_metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'))}")
     if any(_metric(cell_results(c, protocol, root), "laplace_per_datapoint") for c in table.cells()):

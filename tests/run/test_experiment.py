@@ -187,13 +187,17 @@ def test_results_table(script_run):
 def test_eta_profile_script(script_run, cache_dir):
     out, _ = script_run
     env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
+    figure = out.parent / "profile.png"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "eta_profile.py"), str(out), "--values", "0", "90",
-                           "--train-size", "40"], capture_output=True, text=True, env=env, timeout=300)
+                           "--train-size", "40", "--laplace", "--plot", str(figure)], capture_output=True, text=True,
+                          env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| 0 ") or line.startswith("| 90 ")]
     assert len(rows) == 2
     kl = {float(r.split("|")[4]) for r in rows}
     assert len(kl) == 1  # q is untouched: the same KL for every eta
+    kron, exact = (float(rows[0].split("|")[i]) for i in (5, 6))  # the Laplace evidence/N, both curvatures
+    assert kron < 0 and exact < 0 and figure.exists()
 
 
 def test_plot_eta_runs_script(script_run, tmp_path):
