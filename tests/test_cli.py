@@ -62,3 +62,19 @@ def test_one_initial_eta_per_generator():
     assert raw[:2] == [0.5 * 2 / 28, 1 * 2 / 28] and math.isclose(raw[2], math.radians(5)) and raw[3:] == [0.05, 0.1, 0.02]
     one = config_from_args(train_parser().parse_args(["--invariance", "translation", "--init-eta", "2"]))
     assert one.init_eta == 2.0 and initial_eta(one, image_size=28) == [2 * 2 / 28] * 2
+
+
+def test_the_cnn_on_coordinates_is_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.setenv("PYROINV_CACHE", str(tmp_path))
+    rng = np.random.default_rng(0)
+    path = tmp_path / "points.npz"
+    np.savez(path, x_train=rng.normal(size=(20, 2)), y_train=np.arange(20) % 2, x_test=rng.normal(size=(6, 2)),
+             y_test=np.arange(6) % 2)
+    code = train_main(["--dataset", str(path), "--network", "cnn", "--hidden", "4", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "--network cnn needs images (C, H, W)" in errors[0]
+    assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()
