@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ["PYROINV_OFFLINE"] = "1"
+# the cells kept in the repository (results/) are not the tests' cells: every test starts with none kept
+os.environ["PYROINV_KEPT_RESULTS"] = tempfile.mkdtemp(prefix="pyroinv-kept-")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 

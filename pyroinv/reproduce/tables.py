@@ -88,25 +88,31 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     seeds = seeds_found(table, protocol, root) or [0]
     kinds = sorted({c.kind for c in table.cells() if c.kind != "sgpr"})
     flags = "; ".join(f"`{' '.join(protocol_flags(protocol, k))}`" for k in kinds)
+    paper = bool(table.paper)  # a grid beyond the paper shows its measurements alone, the objectives to 3 decimals
+    entries = "paper / measured; measured = mean ± sd" if paper else "mean ± sd"
     out = [f"### {table.title} ({protocol} protocol)", "",
            "```bash", command(table.key, protocol, seeds), "```", "",
            f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column "
-           f"(`--dry-run` prints every command). Entries: paper / measured; measured = mean ± sd (number of seeds) "
+           f"(`--dry-run` prints every command). Entries: {entries} (number of seeds) "
            f"where several seeds ran; – = not run."]
     if any(c.kind == "sgpr" for c in table.cells()):
         out[-1] += f" SGPR: `sgpr_train.py {' '.join(protocol_flags(protocol, 'sgpr'))}`."
     out += ["", "Test accuracy (%):", ""]
-    out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 0, '{:.2f}')} / "
-                 f"{mean_sd([100 * a for a in _metric(rs, 'test_accuracy')])}")
+    def with_paper(row: str, d: str, which: int, measured: str) -> str:
+        return f"{_paper(table, row, d, which, '{:.2f}')} / {measured}" if paper else measured
+
+    nats = "{:.2f}" if paper else "{:.3f}"
+    out += _grid(table, protocol, root, lambda row, d, rs: with_paper(
+        row, d, 0, mean_sd([100 * a for a in _metric(rs, 'test_accuracy')])))
     if any(v[1] is not None for v in table.paper.values()) or not table.paper:
         out += ["", "ELBO / N (training set; for rows with a point W2 (ML, Laplace, Augerino) the training "
                 "log-likelihood / N):", ""]
-        out += _grid(table, protocol, root, lambda row, d, rs: f"{_paper(table, row, d, 1, '{:.2f}')} / "
-                     f"{mean_sd(_metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'))}")
+        out += _grid(table, protocol, root, lambda row, d, rs: with_paper(row, d, 1, mean_sd(
+            _metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'), nats)))
     if any(_metric(cell_results(c, protocol, root), "laplace_per_datapoint") for c in table.cells()):
         out += ["", "Laplace log evidence / N (training set; Kronecker-factored curvature of W2 at its mode, the body "
                 "and η as trained; runs with the logits averaged and a proper prior):", ""]
-        out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_per_datapoint")))
+        out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_per_datapoint"), nats))
     out += ["", "Learned invariance (η in human units; – for fixed rows and baselines):", ""]
     out += _grid(table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs))
     ran_on = machines(table, protocol, root)

@@ -27,12 +27,6 @@ TINY_SETTINGS = {"train_size": 120, "test_size": 60, "hidden": 16, "samples": 4,
 assert all(f"--{k.replace('_', '-')}" in TINY for k in TINY_SETTINGS)
 
 
-@pytest.fixture(autouse=True)
-def no_kept_results(monkeypatch, tmp_path):
-    """The runner's tests see no cell kept in the repository (results/ holds finished cpu and paper cells)."""
-    monkeypatch.setenv("PYROINV_KEPT_RESULTS", str(tmp_path / "kept-results"))
-
-
 @pytest.fixture
 def tiny_protocol(monkeypatch, cache_dir):
     monkeypatch.setenv("PYROINV_CACHE", cache_dir)  # inherited by the workers and their cells

@@ -79,7 +79,7 @@ def test_report_rewrites_only_its_sections(tmp_path):
     write_report(["figure6"], "cpu", tmp_path, md)
     first = md.read_text()
     assert "kept text" in first and "<!-- reproduce:figure6:cpu begin -->" in first
-    assert "| VI | – / 91.23 |" in first and "| VI | ±70.0° |" in first
+    assert "| VI | 91.23 |" in first and "| VI | ±70.0° |" in first  # no paper numbers: the measurement alone
     assert "python scripts/reproduce.py figure6 --protocol cpu --jobs 2" in first
     assert (tmp_path / "img" / "reproduce-figure6-cpu.png").exists()
     write_report(["figure6"], "cpu", tmp_path, md)
@@ -97,8 +97,8 @@ def test_a_grid_beyond_the_paper_leaves_the_claims_alone_and_plots_its_curves(tm
     md.write_text("<!-- reproduce:claims:cpu begin -->\npublished claims\n<!-- reproduce:claims:cpu end -->\n")
     assert write_report(["efficiency"], "cpu", tmp_path, md) == ["efficiency"]
     text = md.read_text()
-    assert "published claims" in text and "| cnn · Laplace · 312 | – / 50.00 |" in text
-    assert "Laplace log evidence / N" in text and "| cnn · Laplace · 1,250 | -0.30 |" in text
+    assert "published claims" in text and "| cnn · Laplace · 312 | 50.00 |" in text
+    assert "Laplace log evidence / N" in text and "| cnn · Laplace · 1,250 | -0.300 |" in text
     assert (tmp_path / "img" / "reproduce-efficiency-cpu-accuracy.png").exists()
     assert "claims" in write_report(["headline"], "cpu", tmp_path, md)  # a grid the claims read rewrites them
 
