@@ -170,7 +170,7 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
         log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
     else:
         folder.start(cfg, data.input_shape, data.num_classes, trainer.num_data)
-    log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, cfg.epochs,
+    log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, trainer.epochs,
              trainer.steps_per_epoch)
     every = checkpoint_every or trainer.steps_per_epoch
     objective = method(cfg.inference).objective.short
