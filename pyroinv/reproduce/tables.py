@@ -92,8 +92,8 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     entries = "paper / measured; measured = mean ± sd" if paper else "mean ± sd"
     out = [f"### {table.title} ({protocol} protocol)", "",
            "```bash", command(table.key, protocol, seeds), "```", "",
-           f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column "
-           f"(`--dry-run` prints every command). Entries: {entries} (number of seeds) "
+           f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column, which take "
+           f"precedence (`--dry-run` prints every command). Entries: {entries} (number of seeds) "
            f"where several seeds ran; – = not run."]
     if any(c.kind == "sgpr" for c in table.cells()):
         out[-1] += f" SGPR: `sgpr_train.py {' '.join(protocol_flags(protocol, 'sgpr'))}`."
