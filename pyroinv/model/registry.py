@@ -18,7 +18,7 @@ name       feature map                                                          
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch.nn as nn
@@ -58,7 +58,7 @@ def _first_layer(input_shape: tuple[int, ...], invariance: Invariance, s: Featur
 
 def _mlp(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
     # the first layer at Xavier (its scale is kept by the layers above, which start at Kaiming); the last at init_scale
-    first = _first_layer(input_shape, invariance, FeatureSettings(**{**s.__dict__, "init_scale": 1.0}), on_inputs)
+    first = _first_layer(input_shape, invariance, replace(s, init_scale=1.0), on_inputs)
     return DeepMLPFeatures(first, depth=s.depth, init_scale=s.init_scale)
 
 
