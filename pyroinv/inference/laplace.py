@@ -62,6 +62,20 @@ def log_likelihood(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor) -> torc
     return torch.log_softmax(phi @ W2.T, -1).gather(-1, y.unsqueeze(-1)).sum()
 
 
+def symmetric_eigh(M: torch.Tensor, values_only: bool = False):
+    """``torch.linalg.eigh`` (or ``eigvalsh``) of a symmetric positive semi-definite factor, in float64: a factor of
+    fewer examples than features (312 images, 513 features) has hundreds of zero eigenvalues, on which float32's
+    solver can fail to converge. Should float64's fail too, it is retried with a jitter of 1e-10 of the mean
+    diagonal (far below the prior's precision, which every eigenvalue is added to)."""
+    M = M.double()
+    fn = torch.linalg.eigvalsh if values_only else torch.linalg.eigh
+    try:
+        return fn(M)
+    except torch.linalg.LinAlgError:
+        jitter = 1e-10 * float(M.diagonal().abs().mean()) + 1e-300
+        return fn(M + jitter * torch.eye(M.shape[0], dtype=M.dtype, device=M.device))
+
+
 def kron_factors(phi: torch.Tensor, probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``A = sum_n phi_n phi_n^T`` ``(D, D)`` and ``G = sum_n diag(p_n) - p_n p_n^T`` ``(K, K)``."""
     return phi.T @ phi, torch.diag(probs.sum(0)) - probs.T @ probs
@@ -69,9 +83,9 @@ def kron_factors(phi: torch.Tensor, probs: torch.Tensor) -> tuple[torch.Tensor, 
 
 def kron_logdet(A: torch.Tensor, G: torch.Tensor, num_data: float, alpha: float) -> torch.Tensor:
     """``log det(alpha P)`` with ``P = G (x) A / N + I / alpha`` (differentiable through ``A`` and ``G``)."""
-    a = torch.linalg.eigvalsh(A).clamp(min=0)
-    g = torch.linalg.eigvalsh(G).clamp(min=0)
-    return torch.log1p(alpha * torch.outer(g, a) / num_data).sum()
+    a = symmetric_eigh(A, values_only=True).clamp(min=0)
+    g = symmetric_eigh(G, values_only=True).clamp(min=0)
+    return torch.log1p(alpha * torch.outer(g, a) / num_data).sum().to(A.dtype)
 
 
 def full_ggn(phi: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
@@ -201,13 +215,13 @@ class LaplaceEtaGradient:
         scale = N / phi.shape[0]
         probs = torch.softmax(phi @ W2.T, -1)
         A, G = kron_factors(phi, probs)
-        a, U = torch.linalg.eigh(A * scale)
-        g, V = torch.linalg.eigh(G * scale)
+        a, U = symmetric_eigh(A * scale)
+        g, V = symmetric_eigh(G * scale)
         a, g = a.clamp(min=0), g.clamp(min=0)
-        denom = torch.outer(g, a) / N + 1.0 / self.alpha                              # (K, D)
-        self.M_A = (U * ((g / N).unsqueeze(1) / denom).sum(0)) @ U.T
-        self.M_G = (V * ((a / N).unsqueeze(0) / denom).sum(1)) @ V.T
-        logdet = torch.log(self.alpha * denom).sum()
+        denom = torch.outer(g, a) / N + 1.0 / self.alpha                              # (K, D), float64
+        self.M_A = ((U * ((g / N).unsqueeze(1) / denom).sum(0)) @ U.T).to(phi.dtype)
+        self.M_G = ((V * ((a / N).unsqueeze(0) / denom).sum(1)) @ V.T).to(phi.dtype)
+        logdet = float(torch.log(self.alpha * denom).sum())
         loglik = scale * log_likelihood(phi, self.y[idx], W2)
         self.log_evidence = float(loglik - 0.5 * W2.pow(2).sum() / self.alpha - 0.5 * logdet) / N
         return self.log_evidence
@@ -222,6 +236,6 @@ class LaplaceEtaGradient:
 
 
 __all__ = ["FULL_MAX", "LaplaceEtaGradient", "REFRESH_SIZE", "STRUCTURES", "averaged_features", "evidence_at_mode",
-           "full_ggn",
+           "full_ggn", "symmetric_eigh",
            "full_logdet", "kron_factors", "kron_logdet", "laplace_log_evidence", "log_evidence", "log_likelihood",
            "map_w2"]

@@ -132,3 +132,31 @@ def test_evidence_at_mode_gives_both_structures_on_a_small_layer():
     assert ev["laplace_full_per_datapoint"] is not None
     # both are log p(D | eta) / N of a 2-class problem at 9 features: below 0, and close to each other
     assert ev["laplace_per_datapoint"] < 0 and abs(ev["laplace_per_datapoint"] - ev["laplace_full_per_datapoint"]) < 0.1
+
+
+def test_factors_of_fewer_examples_than_features_decompose_in_double_precision(monkeypatch):
+    g = torch.Generator().manual_seed(0)
+    phi = torch.relu(torch.randn(312, 513, generator=g))  # 312 images, 513 features: 201 zero eigenvalues at least
+    A = phi.T @ phi
+    values, vectors = lap.symmetric_eigh(A)
+    assert values.dtype == torch.float64 and values.min() > -1e-6 * values.max()
+    calls = []
+    real = torch.linalg.eigh
+
+    def fails_once(M):
+        calls.append(M)
+        if len(calls) == 1:
+            raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge")
+        return real(M)
+
+    monkeypatch.setattr(torch.linalg, "eigh", fails_once)
+    jittered, _ = lap.symmetric_eigh(A)  # retried with a jitter far below the prior's precision
+    assert len(calls) == 2 and torch.allclose(jittered, values, atol=1e-6 * float(values.max()))
+
+
+def test_the_training_refresh_on_a_small_training_set_gives_a_finite_curvature():
+    cfg = Config(inference="laplace", hidden=40, samples=4, epochs=1, batch_size=16, init_eta=20.0).validate()
+    trainer = Trainer(cfg, _data(n=24), device="cpu")  # 24 examples, 41 features
+    trainer.train_step()
+    assert trainer.laplace.ready and torch.isfinite(trainer.laplace.M_A).all()
+    assert trainer.laplace.M_A.dtype == torch.float32 and torch.isfinite(torch.tensor(trainer.laplace.log_evidence))
