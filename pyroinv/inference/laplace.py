@@ -221,9 +221,7 @@ class LaplaceEtaGradient:
         denom = torch.outer(g, a) / N + 1.0 / self.alpha                              # (K, D), float64
         self.M_A = ((U * ((g / N).unsqueeze(1) / denom).sum(0)) @ U.T).to(phi.dtype)
         self.M_G = ((V * ((a / N).unsqueeze(0) / denom).sum(1)) @ V.T).to(phi.dtype)
-        logdet = float(torch.log(self.alpha * denom).sum())
-        loglik = scale * log_likelihood(phi, self.y[idx], W2)
-        self.log_evidence = float(loglik - 0.5 * W2.pow(2).sum() / self.alpha - 0.5 * logdet) / N
+        self.log_evidence = float(log_evidence(phi, self.y[idx], W2, self.alpha, "kron", num_data=N)) / N
         return self.log_evidence
 
     def half_logdet_surrogate(self, phi: torch.Tensor, W2: torch.Tensor) -> torch.Tensor:

@@ -250,18 +250,18 @@ def efficiency_cell(kind: str, dataset: str, label: str, size: int) -> Cell:
     return Cell(base.script, _frozen({**dict(base.settings), **more}), kind)
 
 
-def _efficiency_label(kind: str, label: str, size: int) -> str:
-    return f"{kind} · {label} · {size:,}"
-
-
-def _efficiency_rows(sizes: tuple[int, ...]) -> dict[str, dict[str, Cell]]:
-    return {_efficiency_label(kind, label, size): {d: efficiency_cell(kind, d, label, size) for d in EFFICIENCY_DATASETS}
-            for size in sizes for kind in EFFICIENCY_NETWORKS for label in EFFICIENCY_METHODS}
-
-
-def _efficiency_curves(sizes: tuple[int, ...]) -> dict[str, tuple[str, float]]:
-    return {_efficiency_label(kind, label, size): (f"{kind}, {label}", float(size))
-            for size in sizes for kind in EFFICIENCY_NETWORKS for label in EFFICIENCY_METHODS}
+def _efficiency(key: str, title: str, sizes: tuple[int, ...]) -> "Table":
+    """The data-efficiency grid at ``sizes``: a row per (size, network, method), each a point of the curve of its
+    network and method."""
+    rows: dict[str, dict[str, Cell]] = {}
+    curves: dict[str, tuple[str, float]] = {}
+    for size in sizes:
+        for kind in EFFICIENCY_NETWORKS:
+            for label in EFFICIENCY_METHODS:
+                row = f"{kind} · {label} · {size:,}"
+                rows[row] = {d: efficiency_cell(kind, d, label, size) for d in EFFICIENCY_DATASETS}
+                curves[row] = (f"{kind}, {label}", float(size))
+    return Table(key, title, EFFICIENCY_DATASETS, rows, curves=curves if len(sizes) > 1 else {})
 
 
 def _deep_rows() -> dict[str, dict[str, Cell]]:
@@ -361,11 +361,9 @@ def tables() -> dict[str, Table]:
               paper.CIFAR, _transformation_rows("relu", paper.CIFAR), paper.TABLE_3),
         Table("deep", "Beyond one hidden layer: learned rotation by the ELBO and by the Laplace evidence, for the "
               "paper's network, a deeper MLP and a CNN", paper.ROT, _deep_rows()),
-        Table("efficiency", "Data efficiency (LILA's grid): test accuracy against the training-set size, learned "
-              "affine invariance", EFFICIENCY_DATASETS, _efficiency_rows(EFFICIENCY_SIZES),
-              curves=_efficiency_curves(EFFICIENCY_SIZES)),
-        Table("efficiency60k", "Data efficiency at all 60,000 training images (the paper protocol)",
-              EFFICIENCY_DATASETS, _efficiency_rows((60000,))),
+        _efficiency("efficiency", "Data efficiency (LILA's grid): test accuracy against the training-set size, "
+                    "learned affine invariance", EFFICIENCY_SIZES),
+        _efficiency("efficiency60k", "Data efficiency at all 60,000 training images (the paper protocol)", (60000,)),
         Table("augerino", "Learned input augmentation (Augerino-style) against the ELBO, ReLU, learned rotation",
               paper.ROT, {**{f"Augerino λ={w:g}": {d: augerino(d, w) for d in paper.ROT} for w in AUGERINO_WEIGHTS},
                           "pyroinv VI": {d: network("relu", d, init=5) for d in paper.ROT}}),
