@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .model import lie
-from .config import DEVICES, GUIDES, Config
+from .config import DEVICES, GUIDES, LAPLACE_LAYERS, Config
 from .model.estimators import ELBOS, ESTIMATORS
 from .model.invariance import CONSTRAINTS
 from .model.lie import SAMPLINGS
@@ -106,6 +106,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--eta-warmup", type=int, default=d.eta_warmup,
                    help="epochs during which eta is held at its start while the network fits, before it learns "
                         "(0: from the first step, the paper)")
+    p.add_argument("--laplace-layers", choices=LAPLACE_LAYERS, default=d.laplace_layers,
+                   help="--inference laplace only: the Laplace evidence of the output layer W2 (last), or of every "
+                        "fully connected layer with learned prior precisions (all, LILA's scope; relu and mlp)")
     p.add_argument("--alpha", type=pos_float, default=d.alpha, help="prior variance of W2")
     p.add_argument("--guide-init-scale", type=pos_float, default=d.guide_init_scale,
                    help="initial diagonal of the Cholesky factors of q (paper: 1)")

@@ -11,10 +11,13 @@ from .model.estimators import ELBOS, ESTIMATORS
 from .model.invariance import CONSTRAINTS
 from .model.lie import SAMPLINGS
 from .inference.methods import METHODS
+from .inference.objectives import LAPLACE
 from .model.bnn import AVERAGES
 from .model.registry import NETWORKS
 
 DEVICES = ("auto", "cpu", "cuda")
+#: what the Laplace evidence of ``--inference laplace`` covers: the output layer, or every fully connected layer
+LAPLACE_LAYERS = ("last", "all")
 #: q's family (``Config.guide``): the paper's per-class Cholesky guide, or one of Pyro's AutoGuides
 GUIDES = ("cholesky", "autonormal", "autolowrank")
 
@@ -46,6 +49,9 @@ class Config:
       would make the averaged features exactly invariant to input scaling (:func:`pyroinv.model.warp.jacobian`).
     * ``network="relu"`` is the paper's single hidden layer; ``mlp`` stacks ``depth`` such layers and ``cnn`` is a
       small convolutional network (:mod:`pyroinv.model.registry`), beyond the paper.
+    * ``laplace_layers="last"``: ``--inference laplace`` learns ``eta`` on the Laplace evidence of ``W2``, the layer
+      the paper treats as random; ``"all"`` covers every fully connected layer with learned prior precisions, LILA's
+      scope (:mod:`pyroinv.inference.laplace_layers`).
     * ``min_steps=0``: a run lasts ``epochs`` passes, as in the paper; a positive value lengthens a run on a small
       training set to at least that many steps (whole epochs), e.g. for the data-efficiency grid.
     * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.model.lie.SMALL_START`: ±5° for
@@ -88,6 +94,7 @@ class Config:
     mean_lr: float | None = 0.05
     eta_lr: float | None = 0.05
     eta_warmup: int = 0
+    laplace_layers: str = "last"
     blur_sigma: float = 0.1
     jacobian: bool = False
     rff_sigma: float = 0.3
@@ -104,7 +111,7 @@ class Config:
         """Raise :class:`ConfigError` (one line) for any value out of range."""
         choices = {"invariance": tuple(lie.PRESETS), "network": tuple(NETWORKS), "inference": tuple(METHODS),
                    "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES, "eta_constraint": CONSTRAINTS,
-                   "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES}
+                   "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES, "laplace_layers": LAPLACE_LAYERS}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:
@@ -141,6 +148,9 @@ class Config:
         if METHODS[self.inference].eta_objective is not None and self.average != "logits":
             raise ConfigError(f"--inference {self.inference} needs --average logits: its curvature is that of W2 on the "
                               f"features averaged over the transforms (Appendix A's reading)")
+        if self.laplace_layers != "last" and METHODS[self.inference].eta_objective is not LAPLACE:
+            raise ConfigError(f"--laplace-layers {self.laplace_layers} applies to --inference laplace, not "
+                              f"{self.inference}; drop it or add --inference laplace")
         if not isinstance(self.jacobian, bool):
             raise ConfigError(f"--jacobian must be true or false, got {self.jacobian!r}")
         if self.guide != "cholesky" and self.elbo != "trace":

@@ -33,9 +33,12 @@ over the averaged features) gives the same value at fixed ``eta`` to seven digit
 checks both structures); its release cannot differentiate the evidence in ``eta`` through the curvature (LILA used
 a fork of it and of ASDL for that), so the package computes the value and the gradient itself from the formulas
 above, which also spares a run the import of laplace-torch's backends. LILA differs in two places: its prior precision is learned with ``eta`` (here ``alpha`` is the paper's fixed 1), and
-its Laplace covers every layer (here the output layer, the part of the network that the ELBO treats as random).
+its Laplace covers every layer (here the output layer, the part of the network that the ELBO treats as random);
+:mod:`pyroinv.inference.laplace_layers` (``--laplace-layers all``) takes both from LILA for the body's layers.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -173,15 +176,72 @@ def evidence_at_mode(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alph
     return {"laplace_per_datapoint": kron, "laplace_full_per_datapoint": full}
 
 
+@dataclass
+class KronOccam:
+    """What a refresh keeps of one layer's Kronecker-factored Occam term ``1/2 log det(P / delta)``: its gradients
+    in the factors (``M_A``, ``M_G``), its value ``logdet`` (float64), the prior precision ``delta`` it used and the
+    layer's squared norm (``None`` when the precision was fixed)."""
+
+    M_A: torch.Tensor
+    M_G: torch.Tensor
+    logdet: torch.Tensor
+    precision: float
+    sq_norm: float | None = None
+
+
+def mackay_precision(a: torch.Tensor, g: torch.Tensor, num_data: float, sq_norm: float, precision: float,
+                     iterations: int = 20) -> float:
+    """The evidence's fixed point in a layer's prior precision (MacKay): ``delta = gamma / ||theta||^2`` with
+    ``gamma = sum_ij lambda_ij / (lambda_ij + delta)`` its effective number of parameters, ``lambda_ij = g_i a_j /
+    N`` (``iterations`` steps from ``precision``)."""
+    lam = torch.outer(g, a) / num_data
+    if not bool((lam > 0).any()):  # no curvature yet (W2 = 0 at the start): nothing to learn from
+        return precision
+    for _ in range(iterations):
+        precision = max(float((lam / (lam + precision)).sum()) / max(sq_norm, 1e-12), 1e-8)
+    return precision
+
+
+def kron_occam_factors(A: torch.Tensor, G: torch.Tensor, num_data: float, alpha: float | None,
+                       sq_norm: float | None = None, precision: float = 1.0) -> KronOccam:
+    """``log det(P / delta) = sum_ij log(1 + g_i a_j / (N delta))`` for ``P = G (x) A / N + delta I`` and its
+    first-order gradients ``d log det = tr(M_A dA) + tr(M_G dG)``,
+
+        M_A = U diag(sum_i (g_i / N) / (g_i a_j / N + delta)) U^T,  M_G = V diag(sum_j (a_j / N) / (...)) V^T.
+
+    ``alpha``: the prior variance, ``delta = 1 / alpha``; ``None``: ``delta`` learned (:func:`mackay_precision`
+    from ``precision``, given the layer's ``sq_norm``)."""
+    a, U = symmetric_eigh(A)
+    g, V = symmetric_eigh(G)
+    a, g = a.clamp(min=0), g.clamp(min=0)
+    if alpha is None:
+        if sq_norm is None:
+            raise ValueError("a learned prior precision needs the layer's squared norm")
+        precision = mackay_precision(a, g, num_data, sq_norm, precision)
+    else:
+        precision = 1.0 / alpha
+    lam = torch.outer(g, a) / num_data                                                 # (out, in), float64
+    denom = lam + precision
+    return KronOccam(M_A=(U * ((g / num_data).unsqueeze(1) / denom).sum(0)) @ U.T,
+                     M_G=(V * ((a / num_data).unsqueeze(0) / denom).sum(1)) @ V.T,
+                     logdet=torch.log1p(lam / precision).sum(), precision=precision, sq_norm=sq_norm)
+
+
 class LaplaceEtaGradient:
-    """``eta``'s gradient of the Kronecker-factored Laplace evidence during training (see the module docstring).
+    """``eta``'s gradient of the Kronecker-factored Laplace evidence of ``W2`` during training (module docstring).
 
     Args:
         model: the invariant network with a point ``W2``.
-        x, y: the training set (the curvature is refreshed on :data:`REFRESH_SIZE` of its examples).
+        x, y: the training set (the curvature is refreshed on :attr:`refresh_size` of its examples).
         alpha: the prior variance of ``W2``.
         seed: picks the refresh subsets.
     """
+
+    #: examples per refresh; refreshes at least every this many steps (or every epoch, when longer)
+    refresh_size = REFRESH_SIZE
+    refresh_steps = 1
+    #: the name of its value among a run's metrics
+    metric = "laplace_per_datapoint"
 
     def __init__(self, model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float, seed: int = 0) -> None:
         self.model, self.x, self.y, self.alpha = model, x, y, alpha
@@ -205,35 +265,43 @@ class LaplaceEtaGradient:
     def ready(self) -> bool:
         return self.M_A is not None
 
+    def weight_penalty(self) -> torch.Tensor | float:
+        """The body's negative log prior for the training loss: none here (the body is a hyper-parameter)."""
+        return 0.0
+
+    def _refresh_output(self, phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor, scale: float) -> float:
+        """Keep ``W2``'s ``M_A``, ``M_G`` at the averaged features ``phi`` of a subset (``scale = N / n``); returns
+        the Kronecker-factored Laplace estimate of ``log p(D | eta)`` (not per datapoint)."""
+        probs = torch.softmax(phi @ W2.T, -1)
+        A, G = kron_factors(phi, probs)
+        occam = kron_occam_factors(A * scale, G * scale, self.num_data, self.alpha)
+        self.M_A, self.M_G = occam.M_A.to(phi.dtype), occam.M_G.to(phi.dtype)
+        return float(scale * log_likelihood(phi, y, W2) - 0.5 * W2.pow(2).sum() / self.alpha - 0.5 * occam.logdet)
+
     @torch.no_grad()
     def refresh(self, W2: torch.Tensor) -> float:
         """Recompute the curvature at the current weights and point ``W2``; returns (and keeps) the Kronecker-factored
         Laplace estimate of ``log p(D | eta) / N`` there."""
         N = self.num_data
-        idx = torch.randperm(N, generator=self.generator)[:REFRESH_SIZE].to(self.x.device)
+        idx = torch.randperm(N, generator=self.generator)[:self.refresh_size].to(self.x.device)
         phi = averaged_features(self.model, self.x[idx])
-        scale = N / phi.shape[0]
-        probs = torch.softmax(phi @ W2.T, -1)
-        A, G = kron_factors(phi, probs)
-        a, U = symmetric_eigh(A * scale)
-        g, V = symmetric_eigh(G * scale)
-        a, g = a.clamp(min=0), g.clamp(min=0)
-        denom = torch.outer(g, a) / N + 1.0 / self.alpha                              # (K, D), float64
-        self.M_A = ((U * ((g / N).unsqueeze(1) / denom).sum(0)) @ U.T).to(phi.dtype)
-        self.M_G = ((V * ((a / N).unsqueeze(0) / denom).sum(1)) @ V.T).to(phi.dtype)
-        self.log_evidence = float(log_evidence(phi, self.y[idx], W2, self.alpha, "kron", num_data=N)) / N
+        self.log_evidence = self._refresh_output(phi, self.y[idx], W2, N / phi.shape[0]) / N
         return self.log_evidence
 
-    def half_logdet_surrogate(self, phi: torch.Tensor, W2: torch.Tensor) -> torch.Tensor:
+    def half_logdet_surrogate(self, x: torch.Tensor, phi: torch.Tensor, W2: torch.Tensor) -> torch.Tensor:
         """A scalar whose gradient (in the batch's averaged features ``phi``, ``(B, D)``) is that of
-        ``1/2 log det(alpha P)`` at the refresh: ``(N / 2B) sum_b [phi_b^T M_A phi_b + tr(M_G Lambda_b)]``."""
+        ``1/2 log det(alpha P)`` at the refresh: ``(N / 2B) sum_b [phi_b^T M_A phi_b + tr(M_G Lambda_b)]``
+        (``x``, the batch's inputs, is not needed here)."""
         p = torch.softmax(phi @ W2.detach().T, -1)
         quad_a = ((phi @ self.M_A) * phi).sum(-1)
         tr_g = (p * self.M_G.diagonal()).sum(-1) - ((p @ self.M_G) * p).sum(-1)
         return 0.5 * (self.num_data / phi.shape[0]) * (quad_a + tr_g).sum()
 
+    def diagnostics(self) -> dict[str, float]:
+        """The value of the last refresh, under :attr:`metric`."""
+        return {self.metric: self.log_evidence}
 
-__all__ = ["FULL_MAX", "LaplaceEtaGradient", "REFRESH_SIZE", "STRUCTURES", "averaged_features", "evidence_at_mode",
-           "full_ggn", "symmetric_eigh",
-           "full_logdet", "kron_factors", "kron_logdet", "laplace_log_evidence", "log_evidence", "log_likelihood",
-           "map_w2"]
+
+__all__ = ["FULL_MAX", "KronOccam", "LaplaceEtaGradient", "REFRESH_SIZE", "STRUCTURES", "averaged_features",
+           "evidence_at_mode", "full_ggn", "full_logdet", "kron_factors", "kron_logdet", "kron_occam_factors",
+           "laplace_log_evidence", "log_evidence", "log_likelihood", "mackay_precision", "map_w2", "symmetric_eigh"]

@@ -25,8 +25,10 @@ from .build import build_loss, build_model, resolve_device
 from ..config import Config
 from ..data.splits import Split
 from .laplace import LaplaceEtaGradient
+from .laplace_layers import LayersLaplace
 from .methods import method
 from .objectives import LAPLACE
+from ..model.scope import local_params
 
 #: "no non-finite loss yet" (a step number no run reaches)
 _NEVER = 2 ** 62
@@ -79,8 +81,11 @@ class Trainer:
         # eta on the Laplace evidence (the weights on the log joint): its Occam term's gradient, from the batch's features
         self.laplace: LaplaceEtaGradient | None = None
         self._batch_features: torch.Tensor | None = None
+        self._batch_x: torch.Tensor | None = None
         if method(cfg.inference).eta_climbs is LAPLACE and self.model.invariance.learn:
-            self.laplace = LaplaceEtaGradient(self.model, self.x_train, self.y_train, cfg.alpha, seed=cfg.seed)
+            scope = LayersLaplace if cfg.laplace_layers == "all" else LaplaceEtaGradient
+            with local_params():
+                self.laplace = scope(self.model, self.x_train, self.y_train, cfg.alpha, seed=cfg.seed)
             self.model.features_hook = self._keep_features
         # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
         # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
@@ -117,13 +122,14 @@ class Trainer:
 
     def _laplace_occam_gradient(self) -> list[torch.Tensor] | None:
         """``eta``'s gradient of ``1/2 log det(alpha P)`` at this step (:mod:`pyroinv.inference.laplace`), the
-        curvature refreshed at the start of every epoch; ``None`` while ``eta`` is held (``eta_warmup``)."""
+        curvature refreshed at the start of every epoch (at most every ``refresh_steps`` steps); ``None`` while
+        ``eta`` is held (``eta_warmup``)."""
         if self.laplace is None or self.step < self.eta_warmup_steps:
             return None
         W2 = self.guide.W2_hat.detach()
-        if not self.laplace.ready or self.step % self.steps_per_epoch == 0:
+        if not self.laplace.ready or self.step % max(self.steps_per_epoch, self.laplace.refresh_steps) == 0:
             self.laplace.refresh(W2)
-        surrogate = self.laplace.half_logdet_surrogate(self._batch_features, W2)
+        surrogate = self.laplace.half_logdet_surrogate(self._batch_x, self._batch_features, W2)
         return list(torch.autograd.grad(surrogate, list(self.model.invariance.parameters()), retain_graph=True,
                                         allow_unused=True))
 
@@ -155,9 +161,13 @@ class Trainer:
         idx = self.batch_indices(self.step)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.zero_grad(set_to_none=True)
+        self._batch_x = self.x_train[idx]
         with ObservedSite("y") as y_site:
-            loss = self.loss_fn(self.x_train[idx], self.y_train[idx], num_data=self.num_data)
-        occam = self._laplace_occam_gradient()
+            loss = self.loss_fn(self._batch_x, self.y_train[idx], num_data=self.num_data)
+        with local_params():  # the modules' own parameters, as in the loss (pyroinv.model.scope)
+            if self.laplace is not None:  # the body's prior, where the Laplace evidence covers it
+                loss = loss + self.laplace.weight_penalty()
+            occam = self._laplace_occam_gradient()
         loss.backward()
         if occam is not None:  # the Laplace evidence's gradient: the log-likelihood's (in loss) and the Occam term's
             for p, g in zip(self.model.invariance.parameters(), occam):
@@ -218,7 +228,7 @@ class Trainer:
         if method(self.cfg.inference).bayesian:
             out["kl_per_datapoint"] = float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
         if self.laplace is not None and self.laplace.ready:
-            out["laplace_per_datapoint"] = self.laplace.log_evidence
+            out.update(self.laplace.diagnostics())
         return out
 
     def eta(self) -> torch.Tensor:

@@ -1,0 +1,187 @@
+"""The Laplace evidence over every fully connected layer, LILA's scope (``--laplace-layers all``).
+
+:mod:`pyroinv.inference.laplace` covers the output layer ``W2`` alone, so a body that fits the training set without
+the invariance pays nothing for its fit (docs/RESULTS.md: the 3-layer MLP learns no invariance at 312 images). Here
+each fully connected ReLU layer ``theta_l = [W_l, b_l]`` of the body also gets a Gaussian prior
+``N(0, I / delta_l)`` and enters the Laplace approximation (block-diagonal across layers, Kronecker-factored within
+one), as in LILA (Immer et al., 2022):
+
+    log p(D | eta) ~ log p(D | theta_hat) - ||W2||^2 / (2 alpha) - 1/2 log det(alpha P_W2)
+                     - sum_l [ delta_l ||theta_l||^2 / 2 + 1/2 sum_ij log(1 + a_li g_lj / (N delta_l)) ].
+
+With the logits averaged over the S transforms, ``f(x) = W2 (1/S) sum_s phi_s(x)``, the Jacobian of ``f`` in
+``W_l`` is ``sum_s g_s a_s^T`` (``a_s``: the layer's input under transform ``s``, ``g_s``: the output Jacobian
+back-propagated to its pre-activation). As LILA, the sum of products is replaced by a product of sums,
+``(sum_s g_s)(mean_s a_s)^T``, which gives the Kronecker factors
+
+    A_l = sum_n a_bar_n a_bar_n^T,   G_l = sum_n sum_k g_nk g_nk^T,   g_nk = sum_s J_ns^T L_n e_k,
+
+with ``Lambda_n = diag(p_n) - p_n p_n^T = L_n L_n^T``, ``L_n = diag(sqrt p_n) - p_n sqrt(p_n)^T``, and
+``H_l ~ A_l (x) G_l / N`` (eigenvalues ``a_li g_lj / N``).
+
+* The first layer's input under transform ``s`` is the adjoint warp of the image, ``blur(M_s^T x)``: the transforms
+  act on ``W1``'s weight images, and ``<M_s blur(w), x> = <w, blur(M_s^T x)>``. This is where ``eta`` enters the
+  curvature: averaging over more transforms shrinks ``A_1``, the Occam factor LILA's method rewards.
+* The prior precisions ``delta_l`` are learned, as LILA learns its prior precision, by MacKay's fixed point of the
+  evidence at every refresh, ``delta_l = gamma_l / ||theta_l||^2`` with ``gamma_l = sum_ij lambda_ij / (lambda_ij +
+  delta_l)`` the layer's effective number of parameters; the weights are MAP under them (a weight decay of
+  ``delta_l / 2 ||theta_l||^2`` in the training loss). ``W2`` keeps the paper's prior ``N(0, alpha I)``.
+* ``eta``'s gradient between refreshes: the curvature is refreshed every :data:`REFRESH_STEPS` steps (at least an
+  epoch) on :data:`REFRESH_SIZE` training images, and ``d log det P_l = tr(M_A^l dA_l)`` is taken through the A
+  factors of a fresh pass over the training batch. For ReLU layers the back-propagated ``g`` depend on ``eta``
+  only through the ReLU masks (piecewise constant), so the body's ``G_l`` carry no pathwise gradient; ``W2``'s
+  ``G`` does, through the probabilities, and is kept, as for the output layer alone.
+
+Only image data and the fully connected networks (``relu``, ``mlp``) are covered: a convolution's Kronecker factors
+and 2-D coordinate data's homogeneous first layer are not implemented (a one-line error says so).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import ConfigError
+from ..model.bnn import InvariantBNN
+from ..model.deep import DeepMLPFeatures
+from ..model.kernels import warp_adjoint
+from ..model.networks import InvariantFeatures
+from ..model.warp import gaussian_blur, jacobian
+from .laplace import LaplaceEtaGradient, kron_occam_factors
+
+#: training images on which the curvature of every layer is refreshed (all of them when the set is smaller)
+REFRESH_SIZE = 1000
+#: the curvature is refreshed every this many steps, or every epoch when an epoch is longer
+REFRESH_STEPS = 50
+
+
+def covered_layers(features: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(W_l, b_l)`` of every fully connected layer below ``W2``, bottom up; a one-line :class:`ConfigError` for a
+    network the all-layer Laplace does not cover."""
+    first = features.first if isinstance(features, DeepMLPFeatures) else features
+    if not isinstance(first, InvariantFeatures) or first.network != "relu":
+        raise ConfigError("--laplace-layers all covers the fully connected ReLU networks (--network relu or mlp) "
+                          "with the transforms on W1; use --laplace-layers last")
+    if not first.is_image:
+        raise ConfigError("--laplace-layers all needs image inputs (the first layer's input is the adjoint-warped "
+                          "image); for 2-D coordinates use --laplace-layers last")
+    rest = [(layer.weight, layer.bias) for layer in features.layers] if isinstance(features, DeepMLPFeatures) else []
+    return [(first.W1, first.b1)] + rest
+
+
+def first_layer_inputs(first: InvariantFeatures, x: torch.Tensor, T: torch.Tensor) -> torch.Tensor:
+    """``blur(M_s^T x)`` (times ``|det A_s|`` with ``jacobian``), ``(S, B, D)``: the input that ``W1`` sees under
+    transform ``s``, so that the first layer's pre-activation is ``W1 a_s + b1`` (differentiable in ``T``)."""
+    S, B = T.shape[0], x.shape[0]
+    a = warp_adjoint(x.reshape(B, *first.input_shape), T).reshape(S * B, *first.input_shape)
+    a = gaussian_blur(a, first.blur_sigma).reshape(S, B, -1)
+    return a * jacobian(T).view(S, 1, 1) if first.jacobian else a
+
+
+def layer_pass(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor
+               ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """The network's pass layer by layer: each covered layer's inputs ``(S, B, in)`` and pre-activations
+    ``(S, B, out)``, and the features ``phi_bar`` ``(B, H + 1)`` averaged over the transforms."""
+    first = features.first if isinstance(features, DeepMLPFeatures) else features
+    a = first_layer_inputs(first, x, T)
+    inputs, pres = [], []
+    for W, b in covered_layers(features):
+        z = torch.matmul(a, W.T) + b
+        inputs.append(a)
+        pres.append(z)
+        a = torch.relu(z)
+    phi = a.mean(0)
+    return inputs, pres, torch.cat([phi, phi.new_ones(phi.shape[0], 1)], -1)
+
+
+def kron_layer_factors(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor, W2: torch.Tensor
+                       ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """Every covered layer's Kronecker factors ``(A_l, G_l)`` on the examples ``x`` (sums, not scaled), and the
+    averaged features ``phi_bar`` ``(n, H + 1)``; no gradient leaves it. ``G_l`` takes one backward pass per class
+    (the columns of :func:`ggn_factor_root`)."""
+    with torch.enable_grad():
+        inputs, pres, phi = layer_pass(features, x, T)
+        logits = phi @ W2.detach().T
+        roots = ggn_factor_root(torch.softmax(logits.detach(), -1))
+        Gs = [z.new_zeros(z.shape[-1], z.shape[-1]) for z in pres]
+        for k in range(roots.shape[-1]):
+            grads = torch.autograd.grad(logits, pres, grad_outputs=roots[:, :, k], retain_graph=True)
+            for G, g in zip(Gs, grads):
+                g_sum = g.sum(0)
+                G += g_sum.T @ g_sum
+    abars = [mean_with_one(a.detach()) for a in inputs]
+    return [(abar.T @ abar, G.detach()) for abar, G in zip(abars, Gs)], phi.detach()
+
+
+def mean_with_one(a: torch.Tensor) -> torch.Tensor:
+    """``[mean_s a_s, 1]``, ``(B, in + 1)``: a layer's input averaged over the transforms, with the bias input."""
+    m = a.mean(0)
+    return torch.cat([m, m.new_ones(m.shape[0], 1)], -1)
+
+
+def ggn_factor_root(probs: torch.Tensor) -> torch.Tensor:
+    """``L_n = diag(sqrt p_n) - p_n sqrt(p_n)^T``, ``(N, K, K)``, with ``L_n L_n^T = diag(p_n) - p_n p_n^T``."""
+    root = probs.sqrt()
+    return torch.diag_embed(root) - probs.unsqueeze(2) * root.unsqueeze(1)
+
+
+class LayersLaplace(LaplaceEtaGradient):
+    """``eta``'s gradient of the Laplace evidence of every fully connected layer and ``W2`` (module docstring).
+
+    Args: as :class:`~pyroinv.inference.laplace.LaplaceEtaGradient` (``alpha``: ``W2``'s prior variance).
+    """
+
+    refresh_size = REFRESH_SIZE
+    refresh_steps = REFRESH_STEPS
+    metric = "laplace_layers_per_datapoint"
+
+    def __init__(self, model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float, seed: int = 0) -> None:
+        super().__init__(model, x, y, alpha, seed)
+        self.layers = covered_layers(model.features)
+        self.precisions = [1.0] * len(self.layers)
+        self.M_layers: list[torch.Tensor] | None = None
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "M_layers": self.M_layers, "precisions": list(self.precisions)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.M_layers = state["M_layers"]
+        self.precisions = [float(d) for d in state["precisions"]]
+
+    def weight_penalty(self) -> torch.Tensor:
+        """``sum_l delta_l ||theta_l||^2 / 2``: the body's negative log prior (up to a constant), for the loss."""
+        return sum(0.5 * d * (W.pow(2).sum() + b.pow(2).sum()) for d, (W, b) in zip(self.precisions, self.layers))
+
+    def refresh(self, W2: torch.Tensor) -> float:
+        """Recompute every layer's curvature and prior precision at the current weights; returns (and keeps) the
+        Laplace estimate of ``log p(D | eta) / N`` over all layers there."""
+        N = self.num_data
+        idx = torch.randperm(N, generator=self.generator)[:self.refresh_size].to(self.x.device)
+        factors, phi = kron_layer_factors(self.model.features, self.x[idx], self.model.sample_transforms().detach(), W2)
+        scale = N / phi.shape[0]
+        value = self._refresh_output(phi, self.y[idx], W2, scale)
+        self.M_layers = []
+        for l, ((W, b), (A, G)) in enumerate(zip(self.layers, factors)):
+            occam = kron_occam_factors(A * scale, G * scale, N, None, sq_norm=float(W.detach().pow(2).sum() + b.detach().pow(2).sum()),
+                                       precision=self.precisions[l])
+            self.precisions[l] = occam.precision
+            self.M_layers.append(occam.M_A.to(phi.dtype))
+            value -= 0.5 * occam.precision * occam.sq_norm + 0.5 * float(occam.logdet)
+        self.log_evidence = value / N
+        return self.log_evidence
+
+    def half_logdet_surrogate(self, x: torch.Tensor, phi: torch.Tensor | None, W2: torch.Tensor) -> torch.Tensor:
+        """A scalar whose gradient in ``eta`` is that of ``1/2 sum_l log det(P_l / delta_l)`` (and ``W2``'s term) at
+        the refresh, from a fresh pass over the batch ``x``: ``(N / 2B) sum_b sum_l a_bar_lb^T M_A^l a_bar_lb`` plus
+        ``W2``'s surrogate. ``phi`` (the training pass's features) is not used: the pass here keeps every layer's."""
+        inputs, _, phi_bar = layer_pass(self.model.features, x, self.model.sample_transforms())
+        quad = sum(((mean_with_one(a) @ M) * mean_with_one(a)).sum() for a, M in zip(inputs, self.M_layers))
+        return 0.5 * (self.num_data / x.shape[0]) * quad + super().half_logdet_surrogate(x, phi_bar, W2)
+
+    def diagnostics(self) -> dict[str, float]:
+        out = super().diagnostics()
+        out.update({f"prior_precision_{l + 1}": d for l, d in enumerate(self.precisions)})
+        return out
+
+
+__all__ = ["LayersLaplace", "REFRESH_SIZE", "REFRESH_STEPS", "covered_layers", "first_layer_inputs", "ggn_factor_root",
+           "kron_layer_factors", "layer_pass", "mean_with_one"]
