@@ -151,6 +151,10 @@ class Config:
         if self.laplace_layers != "last" and METHODS[self.inference].eta_objective is not LAPLACE:
             raise ConfigError(f"--laplace-layers {self.laplace_layers} applies to --inference laplace, not "
                               f"{self.inference}; drop it or add --inference laplace")
+        if self.laplace_layers == "all" and not NETWORKS[self.network].layer_laplace:
+            raise ConfigError(f"--laplace-layers all covers fully connected ReLU layers (--network "
+                              f"{', '.join(n for n, net in NETWORKS.items() if net.layer_laplace)}), not --network "
+                              f"{self.network}; use --laplace-layers last")
         if not isinstance(self.jacobian, bool):
             raise ConfigError(f"--jacobian must be true or false, got {self.jacobian!r}")
         if self.guide != "cholesky" and self.elbo != "trace":

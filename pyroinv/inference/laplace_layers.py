@@ -57,9 +57,9 @@ def covered_layers(features: torch.nn.Module) -> list[tuple[torch.Tensor, torch.
     """``(W_l, b_l)`` of every fully connected layer below ``W2``, bottom up; a one-line :class:`ConfigError` for a
     network the all-layer Laplace does not cover."""
     first = features.first if isinstance(features, DeepMLPFeatures) else features
-    if not isinstance(first, InvariantFeatures) or first.network != "relu":
-        raise ConfigError("--laplace-layers all covers the fully connected ReLU networks (--network relu or mlp) "
-                          "with the transforms on W1; use --laplace-layers last")
+    if not isinstance(first, InvariantFeatures) or not isinstance(first.W1, torch.nn.Parameter):
+        raise ConfigError("--laplace-layers all covers fully connected ReLU layers with a learned W1 and the "
+                          "transforms on its weights (--network relu or mlp); use --laplace-layers last")
     if not first.is_image:
         raise ConfigError("--laplace-layers all needs image inputs (the first layer's input is the adjoint-warped "
                           "image); for 2-D coordinates use --laplace-layers last")

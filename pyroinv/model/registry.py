@@ -77,6 +77,8 @@ class Network:
     Attributes:
         build: ``(input_shape, invariance, FeatureSettings, on_inputs) -> feature map``.
         weight_space: the transforms can act on the first layer's weights.
+        layer_laplace: every learned layer is a fully connected ReLU layer, so the Laplace evidence can cover them
+            all (``--laplace-layers all``, :mod:`pyroinv.inference.laplace_layers`).
         parameters: learned parameters of the body (below ``W2``), ``(settings, input_shape) -> count``.
         activations: numbers a forward pass keeps per transformed example, ``(settings, input_shape) -> count``.
     """
@@ -87,6 +89,7 @@ class Network:
     parameters: Callable[[FeatureSettings, tuple[int, ...]], int]
     activations: Callable[[FeatureSettings, tuple[int, ...]], int]
     weight_space: bool = True
+    layer_laplace: bool = False
 
 
 def _first_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:
@@ -102,12 +105,12 @@ def _cnn_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:
 #: every network, by its ``--network`` name
 NETWORKS: dict[str, Network] = {n.name: n for n in [
     Network("relu", "the paper's: one ReLU layer of --hidden units, W1 learned", _shallow("relu"),
-            _first_parameters, lambda s, shape: s.hidden),
+            _first_parameters, lambda s, shape: s.hidden, layer_laplace=True),
     Network("rff", "the paper's random Fourier features, W1 fixed", _shallow("rff"), lambda s, shape: 0,
             lambda s, shape: s.hidden),
     Network("mlp", "--depth ReLU layers of --hidden units; the transforms on the first layer's weights", _mlp,
             lambda s, shape: _first_parameters(s, shape) + (s.depth - 1) * (s.hidden + 1) * s.hidden,
-            lambda s, shape: s.depth * s.hidden),
+            lambda s, shape: s.depth * s.hidden, layer_laplace=True),
     Network("cnn", "two 5x5 conv layers (16, 32 channels, max-pooled) and a ReLU layer of --hidden units; the "
             "transforms on the inputs", _cnn, _cnn_parameters,
             lambda s, shape: conv_activations(shape, s.hidden, CNN_CHANNELS) if len(shape) == 3 else s.hidden,

@@ -35,6 +35,7 @@ from ..config import Config
 from ..errors import ConfigError
 from ..inference.methods import method
 from ..model import lie
+from ..model.registry import NETWORKS
 from . import paper
 
 #: the earlier protocol's settings (Config fields), on top of which the ``*-q0.05`` protocols sit
@@ -232,8 +233,9 @@ def augerino(dataset: str, weight: float, invariance: str = "rotation", kind: st
 EFFICIENCY_SIZES = (312, 1250, 5000, 20000)
 EFFICIENCY_DATASETS = ("mnist-rot", "mnist-rot90", "mnist-trans", "mnist-scale", "mnist")
 EFFICIENCY_NETWORKS = ("relu", "mlp", "cnn")
-EFFICIENCY_METHODS = {"no invariance": ("none", "vi"), "Augerino": ("affine", "augerino"),
-                      "ELBO": ("affine", "vi"), "Laplace": ("affine", "laplace")}
+EFFICIENCY_METHODS = {"no invariance": ("none", "vi", {}), "Augerino": ("affine", "augerino", {}),
+                      "ELBO": ("affine", "vi", {}), "Laplace": ("affine", "laplace", {}),
+                      "Laplace, all layers": ("affine", "laplace", {"laplace_layers": "all"})}
 #: at least this many steps on a small training set (LILA trains 1,000 epochs at every size; 312 images at batch
 #: 128 are 3 steps an epoch, so a fixed number of epochs would leave them nearly untrained)
 EFFICIENCY_MIN_STEPS = 1500
@@ -242,8 +244,8 @@ EFFICIENCY_MIN_STEPS = 1500
 def efficiency_cell(kind: str, dataset: str, label: str, size: int) -> Cell:
     """One cell of the data-efficiency grid: network ``kind``, method ``label`` (of :data:`EFFICIENCY_METHODS`),
     ``size`` training images."""
-    invariance, inference = EFFICIENCY_METHODS[label]
-    more = {"train_size": size, "min_steps": EFFICIENCY_MIN_STEPS}
+    invariance, inference, settings = EFFICIENCY_METHODS[label]
+    more = {"train_size": size, "min_steps": EFFICIENCY_MIN_STEPS, **settings}
     if method(inference).width_reward:  # Augerino, at LILA's regulariser
         return augerino(dataset, 0.01, invariance, kind, more)
     base = network(kind, dataset, invariance, inference)
@@ -257,7 +259,9 @@ def _efficiency(key: str, title: str, sizes: tuple[int, ...]) -> "Table":
     curves: dict[str, tuple[str, float]] = {}
     for size in sizes:
         for kind in EFFICIENCY_NETWORKS:
-            for label in EFFICIENCY_METHODS:
+            for label, (_, _, settings) in EFFICIENCY_METHODS.items():
+                if settings.get("laplace_layers") == "all" and not NETWORKS[kind].layer_laplace:
+                    continue
                 row = f"{kind} · {label} · {size:,}"
                 rows[row] = {d: efficiency_cell(kind, d, label, size) for d in EFFICIENCY_DATASETS}
                 curves[row] = (f"{kind}, {label}", float(size))

@@ -126,6 +126,8 @@ def test_the_body_prior_enters_the_training_loss():
 @pytest.mark.parametrize("kw, match", [
     (dict(inference="vi"), "--laplace-layers all applies to --inference laplace"),
     (dict(laplace_layers="some"), "--laplace-layers 'some' is not one of last, all"),
+    (dict(network="cnn"), "covers fully connected ReLU layers \\(--network relu, mlp\\), not --network cnn"),
+    (dict(network="rff"), "not --network rff"),
 ])
 def test_settings_it_does_not_take_are_refused_in_one_line(kw, match):
     with pytest.raises(ConfigError, match=match):
@@ -133,11 +135,11 @@ def test_settings_it_does_not_take_are_refused_in_one_line(kw, match):
 
 
 @pytest.mark.parametrize("kw, shape, match", [
-    (dict(network="cnn"), (1, 8, 8), "covers the fully connected ReLU networks"),
-    (dict(network="rff"), (1, 8, 8), "covers the fully connected ReLU networks"),
+    (dict(laplace_layers="last", network="cnn"), (1, 8, 8), "covers fully connected ReLU layers with a learned W1"),
+    (dict(laplace_layers="last", network="rff"), (1, 8, 8), "covers fully connected ReLU layers with a learned W1"),
     (dict(invariance="rotation", init_eta=20.0), (2,), "needs image inputs"),
 ])
-def test_networks_it_does_not_cover_are_refused_in_one_line(kw, shape, match):
+def test_feature_maps_it_does_not_cover_are_refused_in_one_line(kw, shape, match):
     model = _model(_config(**kw), shape=shape)
     with pytest.raises(ConfigError, match=match):
         ll.covered_layers(model.features)
