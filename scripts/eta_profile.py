@@ -28,7 +28,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the W2 draws and transforms (the same for every value)")
     p.add_argument("--laplace", action="store_true",
                    help="also the Laplace evidence/N with W2 at its mode (Kronecker-factored, and exact for up to "
-                        "6,000 output weights); needs a run with the logits averaged")
+                        "6,000 output weights; and over every layer for --network relu and mlp); needs a run with "
+                        "the logits averaged")
     p.add_argument("--plot", type=Path, default=None, help="write the profile as a figure here (.png)")
     args = p.parse_args()
     setup_logging()
@@ -55,14 +56,18 @@ def main() -> int:
 def print_table(rows: list[dict], generator: str, laplace: bool, title: str) -> None:
     """One run's profile as a Markdown table."""
     print(f"\n{title}\n")
-    extra = " Laplace/N (Kronecker) | Laplace/N (exact) |" if laplace else ""
-    print(f"| {generator} | ELBO/N | log-lik/N | KL/N |{extra}\n|---|---|---|---|" + "---|" * (2 * laplace))
+    layers = laplace and "laplace_layers_per_datapoint" in rows[0]
+    extra = (" Laplace/N (Kronecker) | Laplace/N (exact) |" if laplace else "") + (" Laplace/N (every layer) |"
+                                                                                   if layers else "")
+    print(f"| {generator} | ELBO/N | log-lik/N | KL/N |{extra}\n|---|---|---|---|" + "---|" * (2 * laplace + layers))
     for r in rows:
         line = (f"| {r['eta_human']:g} | {r['elbo_per_datapoint']:.4f} | {r['loglik_per_datapoint']:.4f} | "
                 f"{r['kl_per_datapoint']:.4f} |")
         if laplace:
             full = r["laplace_full_per_datapoint"]
             line += f" {r['laplace_per_datapoint']:.4f} | {'—' if full is None else f'{full:.4f}'} |"
+        if layers:
+            line += f" {r['laplace_layers_per_datapoint']:.4f} |"
         print(line)
 
 

@@ -161,14 +161,22 @@ def laplace_log_evidence(phi: torch.Tensor, y: torch.Tensor, num_classes: int, a
         return W, float(log_evidence(phi.double(), y, W.double(), alpha, structure))
 
 
+def w2_at_mode(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float,
+               init: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The averaged features ``phi_bar`` of a trained network (its body and ``eta`` as they are) and the mode
+    ``W2_hat`` on them (L-BFGS from ``init``), both in float64."""
+    phi = averaged_features(model, x).double()
+    return phi, map_w2(phi, y, model.num_classes, alpha, init=init).double()
+
+
 def evidence_at_mode(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float,
-                     init: torch.Tensor | None = None) -> dict[str, float | None]:
+                     init: torch.Tensor | None = None,
+                     mode: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, float | None]:
     """The Laplace estimates of ``log p(D | eta) / N`` of a trained network: its body and ``eta`` as they are,
-    ``W2`` at its mode on the averaged features (L-BFGS from ``init``), the Kronecker-factored curvature
+    ``W2`` at its mode (:func:`w2_at_mode`, or ``mode`` when already found), the Kronecker-factored curvature
     (``laplace_per_datapoint``) and, up to :data:`FULL_MAX` output weights, the exact one
     (``laplace_full_per_datapoint``, else ``None``)."""
-    phi = averaged_features(model, x).double()
-    W = map_w2(phi, y, model.num_classes, alpha, init=init).double()
+    phi, W = mode if mode is not None else w2_at_mode(model, x, y, alpha, init)
     N, D = phi.shape
     with torch.no_grad():
         kron = float(log_evidence(phi, y, W, alpha, "kron")) / N
@@ -304,4 +312,4 @@ class LaplaceEtaGradient:
 
 __all__ = ["FULL_MAX", "KronOccam", "LaplaceEtaGradient", "REFRESH_SIZE", "STRUCTURES", "averaged_features",
            "evidence_at_mode", "full_ggn", "full_logdet", "kron_factors", "kron_logdet", "kron_occam_factors",
-           "laplace_log_evidence", "log_evidence", "log_likelihood", "mackay_precision", "map_w2", "symmetric_eigh"]
+           "laplace_log_evidence", "log_evidence", "log_likelihood", "mackay_precision", "map_w2", "symmetric_eigh", "w2_at_mode"]

@@ -37,6 +37,8 @@ and 2-D coordinate data's homogeneous first layer are not implemented (a one-lin
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from ..errors import ConfigError
@@ -44,8 +46,12 @@ from ..model.bnn import InvariantBNN
 from ..model.deep import DeepMLPFeatures
 from ..model.kernels import warp_adjoint
 from ..model.networks import InvariantFeatures
+from ..model.registry import NETWORKS
+from ..model.scope import local_params
 from ..model.warp import gaussian_blur, jacobian
-from .laplace import LaplaceEtaGradient, kron_occam_factors
+if TYPE_CHECKING:
+    from ..config import Config
+from .laplace import LaplaceEtaGradient, evidence_at_mode, kron_occam_factors, w2_at_mode
 
 #: training images on which the curvature of every layer is refreshed (all of them when the set is smaller)
 REFRESH_SIZE = 1000
@@ -183,5 +189,31 @@ class LayersLaplace(LaplaceEtaGradient):
         return out
 
 
+def layers_evidence(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float, W2: torch.Tensor,
+                    seed: int = 0) -> dict[str, float | list[float]]:
+    """The Laplace estimate of ``log p(D | eta) / N`` over every fully connected layer of a trained network
+    (``laplace_layers_per_datapoint``), at its body and ``eta`` as they are and ``W2`` (its mode, for the estimate
+    to mean what it says), on :data:`REFRESH_SIZE` training images, with each layer's prior precision at the
+    evidence's fixed point (``prior_precisions``). A body trained without its prior (any run but
+    ``--laplace-layers all``) is not at the mode this approximation assumes: the value then compares networks
+    approximately."""
+    occam = LayersLaplace(model, x, y, alpha, seed=seed)
+    value = occam.refresh(W2)
+    return {"laplace_layers_per_datapoint": value, "prior_precisions": list(occam.precisions)}
+
+
+def laplace_evidences(cfg: Config, model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, seed: int = 0,
+                      init: torch.Tensor | None = None) -> dict[str, Any]:
+    """The Laplace estimates of ``log p(D | eta) / N`` of a network as it is, ``W2`` at its mode (L-BFGS from
+    ``init``): of ``W2`` (:func:`~pyroinv.inference.laplace.evidence_at_mode`) and, for the fully connected networks
+    on images, of every layer (:func:`layers_evidence`)."""
+    mode = w2_at_mode(model, x, y, cfg.alpha, init=init)
+    out: dict[str, Any] = evidence_at_mode(model, x, y, cfg.alpha, mode=mode)
+    if NETWORKS[cfg.network].layer_laplace and model.features.is_image:
+        with local_params():
+            out.update(layers_evidence(model, x, y, cfg.alpha, mode[1].to(x.dtype), seed=seed))
+    return out
+
+
 __all__ = ["LayersLaplace", "REFRESH_SIZE", "REFRESH_STEPS", "covered_layers", "first_layer_inputs", "ggn_factor_root",
-           "kron_layer_factors", "layer_pass", "mean_with_one"]
+           "kron_layer_factors", "laplace_evidences", "layer_pass", "layers_evidence", "mean_with_one"]

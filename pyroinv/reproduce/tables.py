@@ -113,6 +113,12 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
         out += ["", "Laplace log evidence / N (training set; Kronecker-factored curvature of W2 at its mode, the body "
                 "and η as trained; runs with the logits averaged and a proper prior):", ""]
         out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_per_datapoint"), nats))
+    if any(_metric(cell_results(c, protocol, root), "laplace_layers_per_datapoint") for c in table.cells()):
+        out += ["", "Laplace log evidence over every layer / N (training set, 1,000 images; Kronecker-factored curvature "
+                "of every fully connected layer, W2 at its mode, the body and η as trained, each layer's prior "
+                "precision at the evidence's fixed point; --network relu and mlp):", ""]
+        out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_layers_per_datapoint"),
+                                                                       nats))
     out += ["", "Learned invariance (η in human units; – for fixed rows and baselines):", ""]
     out += _grid(table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs))
     ran_on = machines(table, protocol, root)

@@ -1,4 +1,5 @@
-"""Analyses of a saved run folder: evaluate it on another data set, or profile its bound along ``eta``."""
+"""Analyses of a saved run folder: evaluate it on another data set, estimate its evidence, or profile its bound
+along ``eta``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from ..model import lie
 from ..inference.build import resolve_device
 from ..data import load_dataset
 from ..inference.evaluate import elbo_per_datapoint, evaluate
-from ..inference.laplace import evidence_at_mode
+from ..inference.laplace_layers import laplace_evidences
 from .folder import RunFolder, load_run
 
 
@@ -34,6 +35,20 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
 
 
+def run_evidence(out: str | Path, data_root: str | None = None, cache_dir: str | None = None,
+                 device: str = "auto") -> dict[str, Any]:
+    """:func:`laplace_evidences` of a saved run on its own training set, ``eta`` as learned."""
+    dev = resolve_device(device)
+    saved = RunFolder(out).config()
+    data = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
+                        seed=int(saved.get("seed", 0)))
+    cfg, model, _, step = load_run(out, dev, input_shape=data.input_shape)
+    x, y = data.tensors("train", dev)
+    torch.manual_seed(cfg.seed + 1)
+    return {"run": str(out), "step": step, "learned_invariance": model.invariance.describe(),
+            **laplace_evidences(cfg, model, x, y, seed=cfg.seed)}
+
+
 @torch.no_grad()
 def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_root: str | None = None,
                 cache_dir: str | None = None, train_size: int | None = None, device: str = "auto",
@@ -44,8 +59,8 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
     at the trained parameters: where it peaks is where gradient ascent on ``eta`` would settle.
     ``draws``: passes averaged per value (see :func:`pyroinv.inference.evaluate.elbo_per_datapoint`).
     ``laplace``: also the Laplace estimates of ``log p(D | eta) / N`` there, with ``W2`` at its mode on the
-    averaged features (:func:`pyroinv.inference.laplace.evidence_at_mode`; a second estimate of what the ELBO
-    bounds, exact in its curvature for the logits averaged) and the test accuracy of that mode.
+    averaged features (:func:`laplace_evidences`: of ``W2``, a second estimate of what the ELBO bounds, exact in
+    its curvature for the logits averaged; and of every layer where the network is fully connected).
     """
     dev = resolve_device(device)
     saved = RunFolder(out).config()
@@ -62,6 +77,6 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
         row = {"eta_human": value, **elbo_per_datapoint(model, guide, x, y, num_data=num_data, draws=draws)}
         if laplace:
             torch.manual_seed(seed)
-            row.update(evidence_at_mode(model, x, y, cfg.alpha))
+            row.update(laplace_evidences(cfg, model, x, y, seed=seed))
         rows.append(row)
     return rows

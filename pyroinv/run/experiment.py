@@ -26,7 +26,7 @@ from ..config import Config
 from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError, one_line
 from ..inference.evaluate import elbo_per_datapoint, posterior_predictive
-from ..inference.laplace import evidence_at_mode
+from ..inference.laplace_layers import laplace_evidences
 from ..inference.memory import check_fits
 from ..inference.methods import method
 from .checkpoint import append_line, write_failure
@@ -256,7 +256,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
     # a second estimate of log p(D | eta), beside the ELBO: the Laplace evidence of W2 at the trained body (the logits
     # averaged, so that the last-layer GGN is the exact Hessian; a proper prior)
-    evidence = evidence_at_mode(model, trainer.x_train, trainer.y_train, cfg.alpha, init=_w2_estimate(guide)) \
+    evidence = laplace_evidences(cfg, model, trainer.x_train, trainer.y_train, cfg.seed, _w2_estimate(guide)) \
         if model.average == "logits" and model.prior_kind == "normal" else {}
     idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
                         cfg.export_draws, seed=cfg.seed)
@@ -285,7 +285,9 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     print(f"\nlearned invariance: {inv.describe()}")
     line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
     line += f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""
-    print(line + (f"  Laplace log evidence/N {evidence['laplace_per_datapoint']:.4f}" if evidence else ""))
+    line += f"  Laplace log evidence/N {evidence['laplace_per_datapoint']:.4f}" if evidence else ""
+    layers = evidence.get("laplace_layers_per_datapoint")
+    print(line + (f" (every layer: {layers:.4f})" if layers is not None else ""))
     print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
     print(readable_summary(idata).to_string())
     written = sorted(p.name for p in folder.path.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))

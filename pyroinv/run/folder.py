@@ -82,6 +82,10 @@ class RunResults:
     #: up to :data:`pyroinv.inference.laplace.FULL_MAX` output weights): :func:`pyroinv.inference.laplace.evidence_at_mode`
     laplace_per_datapoint: float | None = None
     laplace_full_per_datapoint: float | None = None
+    #: the Laplace estimate over every fully connected layer (image data, --network relu or mlp), with the layers'
+    #: prior precisions at the evidence's fixed point: :func:`pyroinv.inference.laplace_layers.layers_evidence`
+    laplace_layers_per_datapoint: float | None = None
+    prior_precisions: list[float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

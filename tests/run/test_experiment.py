@@ -165,6 +165,8 @@ COMBINATIONS = [
     dict(invariance="scale", dataset="mnist-scale", eta_constraint="tanh", init_eta=0.2),
     dict(invariance="none"),
     dict(fixed_eta=45.0, network="rff"),
+    dict(inference="laplace", laplace_layers="all", invariance="affine", init_eta=0.5),
+    dict(inference="laplace", laplace_layers="all", network="mlp", depth=2),
 ]
 
 
@@ -196,8 +198,23 @@ def test_eta_profile_script(script_run, cache_dir):
     assert len(rows) == 2
     kl = {float(r.split("|")[4]) for r in rows}
     assert len(kl) == 1  # q is untouched: the same KL for every eta
-    kron, exact = (float(rows[0].split("|")[i]) for i in (5, 6))  # the Laplace evidence/N, both curvatures
-    assert kron < 0 and exact < 0 and figure.exists()
+    kron, exact, layers = (float(rows[0].split("|")[i]) for i in (5, 6, 7))  # both curvatures; every layer
+    assert kron < 0 and exact < 0 and layers < 0 and figure.exists()
+
+
+def test_evidence_script_gives_a_run_the_laplace_estimates_it_recorded(script_run, cache_dir, tmp_path):
+    out, _ = script_run
+    env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evidence.py"), str(out), "--json",
+                           str(tmp_path / "ev.json")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads((tmp_path / "ev.json").read_text())
+    recorded = json.loads((out / "results.json").read_text())
+    # the same estimates on other transform draws (S = 4 here), and a prior precision per layer
+    assert row["laplace_per_datapoint"] == pytest.approx(recorded["laplace_per_datapoint"], abs=5e-3)
+    assert row["laplace_layers_per_datapoint"] == pytest.approx(recorded["laplace_layers_per_datapoint"], rel=0.1)
+    assert row["laplace_layers_per_datapoint"] < row["laplace_per_datapoint"] < 0  # the body's Occam factor costs
+    assert len(row["prior_precisions"]) == 1 and f"| {out.name} |" in proc.stdout
 
 
 def test_plot_eta_runs_script(script_run, tmp_path):
