@@ -54,6 +54,15 @@ def test_names_are_complete_for_every_network_and_setting():
     assert untagged.name(0) == "mlp-mnist-none-vi-depth4-s0"  # a setting the name has no word for is still in it
 
 
+def test_the_all_layer_laplace_method_is_a_row_only_for_the_networks_it_covers():
+    rows = tables()["efficiency"].rows
+    cell = rows["mlp · Laplace, all layers · 312"]["mnist-rot"]
+    assert cell.config("cpu", 0).laplace_layers == "all"
+    assert cell.name(0).endswith("-n312-minsteps1500-laplacelayersall-s0")
+    assert "relu · Laplace, all layers · 20,000" in rows and "cnn · Laplace, all layers · 312" not in rows
+    assert len(tables()["efficiency"].cells()) == 5 * 4 * (3 * 4 + 2)
+
+
 def test_a_cells_own_settings_take_precedence_over_the_protocols():
     cell = tables()["efficiency"].rows["relu · ELBO · 1,250"]["mnist-trans"]
     cfg = cell.config("cpu", 0)
