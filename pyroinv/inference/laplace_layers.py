@@ -11,8 +11,8 @@ one), as in LILA (Immer et al., 2022):
 
 With the logits averaged over the S transforms, ``f(x) = W2 (1/S) sum_s phi_s(x)``, the Jacobian of ``f`` in
 ``W_l`` is ``sum_s g_s a_s^T`` (``a_s``: the layer's input under transform ``s``, ``g_s``: the output Jacobian
-back-propagated to its pre-activation). As LILA, the sum of products is replaced by a product of sums,
-``(sum_s g_s)(mean_s a_s)^T``, which gives the Kronecker factors
+back-propagated to its pre-activation). As in LILA's code (its ASDL fork), the sum of products is replaced by a
+product of sums, ``(sum_s g_s)(mean_s a_s)^T``, which gives the Kronecker factors
 
     A_l = sum_n a_bar_n a_bar_n^T,   G_l = sum_n sum_k g_nk g_nk^T,   g_nk = sum_s J_ns^T L_n e_k,
 
@@ -22,15 +22,19 @@ with ``Lambda_n = diag(p_n) - p_n p_n^T = L_n L_n^T``, ``L_n = diag(sqrt p_n) - 
 * The first layer's input under transform ``s`` is the adjoint warp of the image, ``blur(M_s^T x)``: the transforms
   act on ``W1``'s weight images, and ``<M_s blur(w), x> = <w, blur(M_s^T x)>``. This is where ``eta`` enters the
   curvature: averaging over more transforms shrinks ``A_1``, the Occam factor LILA's method rewards.
-* The prior precisions ``delta_l`` are learned, as LILA learns its prior precision, by MacKay's fixed point of the
+* The prior precisions ``delta_l`` are learned (LILA learns one, by gradient steps), by MacKay's fixed point of the
   evidence at every refresh, ``delta_l = gamma_l / ||theta_l||^2`` with ``gamma_l = sum_ij lambda_ij / (lambda_ij +
   delta_l)`` the layer's effective number of parameters; the weights are MAP under them (a weight decay of
   ``delta_l / 2 ||theta_l||^2`` in the training loss). ``W2`` keeps the paper's prior ``N(0, alpha I)``.
 * ``eta``'s gradient between refreshes: the curvature is refreshed every :data:`REFRESH_STEPS` steps (at least an
   epoch) on :data:`REFRESH_SIZE` training images, and ``d log det P_l = tr(M_A^l dA_l)`` is taken through the A
-  factors of a fresh pass over the training batch. For ReLU layers the back-propagated ``g`` depend on ``eta``
-  only through the ReLU masks (piecewise constant), so the body's ``G_l`` carry no pathwise gradient; ``W2``'s
-  ``G`` does, through the probabilities, and is kept, as for the output layer alone.
+  factors of a fresh pass over the training batch. The body's ``G_l`` depend on ``eta`` through the ReLU masks
+  (piecewise constant: no pathwise gradient) and through the probabilities in ``Lambda_n``; the latter would take
+  one backward pass per class at every step and is left out between refreshes (``W2``'s ``G`` keeps it, as for the
+  output layer alone). LILA differs here: it differentiates the whole evidence, both factors of every layer, once
+  an epoch after 10 burn-in epochs, with one scalar prior precision stepped by Adam from 1 (and the network with
+  the best evidence kept), where this module steps ``eta`` every step and sets each layer's precision to its
+  fixed point at every refresh.
 
 Only image data and the fully connected networks (``relu``, ``mlp``) are covered: a convolution's Kronecker factors
 and 2-D coordinate data's homogeneous first layer are not implemented (a one-line error says so).
