@@ -28,11 +28,11 @@ with ``Lambda_n = diag(p_n) - p_n p_n^T = L_n L_n^T``, ``L_n = diag(sqrt p_n) - 
   ``delta_l / 2 ||theta_l||^2`` in the training loss). ``W2`` keeps the paper's prior ``N(0, alpha I)``.
 * ``eta``'s gradient between refreshes: the curvature is refreshed every :data:`REFRESH_STEPS` steps (at least an
   epoch) on :data:`REFRESH_SIZE` training images, and ``d log det P_l = tr(M_A^l dA_l)`` is taken through the A
-  factors of a fresh pass over the training batch. The body's ``G_l`` depend on ``eta`` through the ReLU masks
-  (piecewise constant: no pathwise gradient) and through the probabilities in ``Lambda_n``; the latter would take
-  one backward pass per class at every step and is left out between refreshes (``W2``'s ``G`` keeps it, as for the
-  output layer alone). LILA differs here: it differentiates the whole evidence, both factors of every layer, once
-  an epoch after 10 burn-in epochs, with one scalar prior precision stepped by Adam from 1 (and the network with
+  factors of a fresh pass over the training batch, and ``tr(M_G^l dG_l)`` through the probabilities in ``Lambda_n``
+  (the back-propagated Jacobians held fixed: for ReLU layers they depend on ``eta`` only through the ReLU masks,
+  piecewise constant). Without the second term the Occam factor alone would reward destroying the inputs (an
+  averaged input near zero shrinks ``A_1``), since the flatter probabilities that this causes raise ``G_l``. LILA
+  differentiates the whole evidence, both factors of every layer, once an epoch after 10 burn-in epochs, with one scalar prior precision stepped by Adam from 1 (and the network with
   the best evidence kept), where this module steps ``eta`` every step and sets each layer's precision to its
   fixed point at every refresh.
 
@@ -102,23 +102,34 @@ def layer_pass(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor
     return inputs, pres, torch.cat([phi, phi.new_ones(phi.shape[0], 1)], -1)
 
 
-def kron_layer_factors(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor, W2: torch.Tensor
-                       ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+def kron_layer_factors(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor, W2: torch.Tensor,
+                       differentiable: bool = False) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     """Every covered layer's Kronecker factors ``(A_l, G_l)`` on the examples ``x`` (sums, not scaled), and the
-    averaged features ``phi_bar`` ``(n, H + 1)``; no gradient leaves it. ``G_l`` takes one backward pass per class
-    (the columns of :func:`ggn_factor_root`)."""
+    averaged features ``phi_bar`` ``(n, H + 1)``. ``G_l`` takes one backward pass per class (the columns of
+    :func:`ggn_factor_root`). ``differentiable``: the factors keep their graph (to ``eta`` through the inputs and
+    the probabilities), for a reference gradient; otherwise no gradient leaves it."""
     with torch.enable_grad():
         inputs, pres, phi = layer_pass(features, x, T)
-        logits = phi @ W2.detach().T
-        roots = ggn_factor_root(torch.softmax(logits.detach(), -1))
+        logits = phi @ W2.T
+        roots = ggn_factor_root(torch.softmax(logits if differentiable else logits.detach(), -1))
         Gs = [z.new_zeros(z.shape[-1], z.shape[-1]) for z in pres]
         for k in range(roots.shape[-1]):
-            grads = torch.autograd.grad(logits, pres, grad_outputs=roots[:, :, k], retain_graph=True)
-            for G, g in zip(Gs, grads):
-                g_sum = g.sum(0)
-                G += g_sum.T @ g_sum
+            grads = torch.autograd.grad(logits, pres, grad_outputs=roots[:, :, k], retain_graph=True,
+                                        create_graph=differentiable)
+            Gs = [G + g.sum(0).T @ g.sum(0) for G, g in zip(Gs, grads)]
+    if differentiable:
+        return [(mean_with_one(a).T @ mean_with_one(a), G) for a, G in zip(inputs, Gs)], phi
     abars = [mean_with_one(a.detach()) for a in inputs]
     return [(abar.T @ abar, G.detach()) for abar, G in zip(abars, Gs)], phi.detach()
+
+
+def logit_jacobians(logits: torch.Tensor, pres: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``J_l[k, b] = sum_s d logit_bk / d z_l,sb``, ``(K, B, out)`` per layer, detached: all K classes in one
+    batched backward pass."""
+    K, B = logits.shape[1], logits.shape[0]
+    basis = torch.eye(K, dtype=logits.dtype, device=logits.device).unsqueeze(1).expand(K, B, K)
+    grads = torch.autograd.grad(logits, pres, grad_outputs=basis, retain_graph=True, is_grads_batched=True)
+    return [g.sum(1).detach() for g in grads]
 
 
 def mean_with_one(a: torch.Tensor) -> torch.Tensor:
@@ -147,14 +158,16 @@ class LayersLaplace(LaplaceEtaGradient):
         super().__init__(model, x, y, alpha, seed)
         self.layers = covered_layers(model.features)
         self.precisions = [1.0] * len(self.layers)
-        self.M_layers: list[torch.Tensor] | None = None
+        self.M_A_layers: list[torch.Tensor] | None = None
+        self.M_G_layers: list[torch.Tensor] | None = None
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "M_layers": self.M_layers, "precisions": list(self.precisions)}
+        return {**super().state_dict(), "M_A_layers": self.M_A_layers, "M_G_layers": self.M_G_layers,
+                "precisions": list(self.precisions)}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.M_layers = state["M_layers"]
+        self.M_A_layers, self.M_G_layers = state["M_A_layers"], state["M_G_layers"]
         self.precisions = [float(d) for d in state["precisions"]]
 
     def weight_penalty(self) -> torch.Tensor:
@@ -169,23 +182,36 @@ class LayersLaplace(LaplaceEtaGradient):
         factors, phi = kron_layer_factors(self.model.features, self.x[idx], self.model.sample_transforms().detach(), W2)
         scale = N / phi.shape[0]
         value = self._refresh_output(phi, self.y[idx], W2, scale)
-        self.M_layers = []
+        self.M_A_layers, self.M_G_layers = [], []
         for l, ((W, b), (A, G)) in enumerate(zip(self.layers, factors)):
-            occam = kron_occam_factors(A * scale, G * scale, N, None, sq_norm=float(W.detach().pow(2).sum() + b.detach().pow(2).sum()),
-                                       precision=self.precisions[l])
+            occam = kron_occam_factors(A * scale, G * scale, N, None, precision=self.precisions[l],
+                                       sq_norm=float(W.detach().pow(2).sum() + b.detach().pow(2).sum()))
             self.precisions[l] = occam.precision
-            self.M_layers.append(occam.M_A.to(phi.dtype))
+            self.M_A_layers.append(occam.M_A.to(phi.dtype))
+            self.M_G_layers.append(occam.M_G.to(phi.dtype))
             value -= 0.5 * occam.precision * occam.sq_norm + 0.5 * float(occam.logdet)
         self.log_evidence = value / N
         return self.log_evidence
 
     def half_logdet_surrogate(self, x: torch.Tensor, phi: torch.Tensor | None, W2: torch.Tensor) -> torch.Tensor:
         """A scalar whose gradient in ``eta`` is that of ``1/2 sum_l log det(P_l / delta_l)`` (and ``W2``'s term) at
-        the refresh, from a fresh pass over the batch ``x``: ``(N / 2B) sum_b sum_l a_bar_lb^T M_A^l a_bar_lb`` plus
-        ``W2``'s surrogate. ``phi`` (the training pass's features) is not used: the pass here keeps every layer's."""
-        inputs, _, phi_bar = layer_pass(self.model.features, x, self.model.sample_transforms())
-        quad = sum(((mean_with_one(a) @ M) * mean_with_one(a)).sum() for a, M in zip(inputs, self.M_layers))
-        return 0.5 * (self.num_data / x.shape[0]) * quad + super().half_logdet_surrogate(x, phi_bar, W2)
+        the refresh, from a fresh pass over the batch ``x``:
+
+            (N / 2B) sum_b sum_l [a_bar_lb^T M_A^l a_bar_lb + tr(C_lb Lambda_b)],   C_lb = J_lb^T M_G^l J_lb,
+
+        plus ``W2``'s surrogate; ``J_lb`` (:func:`logit_jacobians`) is held fixed, so ``G_l`` moves with ``eta``
+        through the probabilities in ``Lambda_b`` (the ReLU masks give no pathwise gradient). ``phi`` (the
+        training pass's features) is not used: the pass here keeps every layer's."""
+        inputs, pres, phi_bar = layer_pass(self.model.features, x, self.model.sample_transforms())
+        logits = phi_bar @ W2.detach().T
+        p = torch.softmax(logits, -1)
+        total = logits.new_zeros(())
+        for a, J, M_A, M_G in zip(inputs, logit_jacobians(logits, pres), self.M_A_layers, self.M_G_layers):
+            abar = mean_with_one(a)
+            C = torch.einsum("kbo,op,jbp->bkj", J, M_G, J)                                    # (B, K, K)
+            total = total + ((abar @ M_A) * abar).sum() + (p * C.diagonal(dim1=1, dim2=2)).sum() \
+                - torch.einsum("bk,bkj,bj->", p, C, p)
+        return 0.5 * (self.num_data / x.shape[0]) * total + super().half_logdet_surrogate(x, phi_bar, W2)
 
     def diagnostics(self) -> dict[str, float]:
         out = super().diagnostics()
@@ -220,4 +246,5 @@ def laplace_evidences(cfg: Config, model: InvariantBNN, x: torch.Tensor, y: torc
 
 
 __all__ = ["LayersLaplace", "REFRESH_SIZE", "REFRESH_STEPS", "covered_layers", "first_layer_inputs", "ggn_factor_root",
-           "kron_layer_factors", "laplace_evidences", "layer_pass", "layers_evidence", "mean_with_one"]
+           "kron_layer_factors", "laplace_evidences", "layer_pass", "layers_evidence", "logit_jacobians",
+           "mean_with_one"]

@@ -61,27 +61,32 @@ def test_for_one_example_and_one_transform_the_kronecker_factors_are_the_exact_g
 
 def test_the_training_gradient_is_the_first_order_gradient_of_every_layers_half_log_determinant():
     """At the refresh (the whole set as one batch, the same deterministic transforms), the surrogate's gradient in
-    eta is that of 1/2 sum_l log det(P_l / delta_l) through the A factors, plus W2's term through A and G."""
-    cfg = _config(network="mlp", depth=2, sampling="deterministic", samples=3)
+    eta is that of 1/2 sum_l log det(P_l / delta_l) through both factors of every layer (the ReLU masks give G_l
+    none of their own), plus W2's term."""
+    cfg = _config(network="mlp", depth=2, sampling="deterministic", samples=5, invariance="rotation", init_eta=40.0)
     model = _model(cfg).double()
     g = torch.Generator().manual_seed(3)
     x, y = torch.rand(40, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 3, (40,), generator=g)
     W2 = torch.randn(3, 7, generator=g, dtype=torch.float64)
     occam = ll.LayersLaplace(model, x, y, alpha=0.7)
     occam.refresh(W2)
-    occam.M_layers = [M.double() for M in occam.M_layers]
+    occam.M_A_layers = [M.double() for M in occam.M_A_layers]
+    occam.M_G_layers = [M.double() for M in occam.M_G_layers]
     occam.M_A, occam.M_G = occam.M_A.double(), occam.M_G.double()
     eta = list(model.invariance.parameters())
     (surrogate,) = torch.autograd.grad(occam.half_logdet_surrogate(x, None, W2), eta)
 
-    factors, _ = ll.kron_layer_factors(model.features, x, model.sample_transforms(), W2)
-    inputs, _, phi = ll.layer_pass(model.features, x, model.sample_transforms())
+    factors, phi = ll.kron_layer_factors(model.features, x, model.sample_transforms(), W2, differentiable=True)
     direct = 0.5 * lap.kron_logdet(*lap.kron_factors(phi, torch.softmax(phi @ W2.T, -1)), 40, 0.7)
-    for a, (_, G), delta in zip(inputs, factors, occam.precisions):
-        abar = ll.mean_with_one(a)
-        direct = direct + 0.5 * lap.kron_logdet(abar.T @ abar, G, 40, 1 / delta)
-    (expected,) = torch.autograd.grad(direct, eta)
-    assert torch.allclose(surrogate, expected, rtol=1e-6, atol=1e-9)
+    for (A, G), delta in zip(factors, occam.precisions):
+        direct = direct + 0.5 * lap.kron_logdet(A, G, 40, 1 / delta)
+    (expected,) = torch.autograd.grad(direct, eta, retain_graph=True)
+    assert expected.abs().min() > 1e-3 and torch.allclose(surrogate, expected, rtol=1e-6, atol=1e-9)
+    # without the G factors' term the gradient differs: it is not a negligible part
+    (a_only,) = torch.autograd.grad(sum(0.5 * lap.kron_logdet(A, G.detach(), 40, 1 / d) for (A, G), d in
+                                        zip(factors, occam.precisions)) + 0.5 * lap.kron_logdet(
+        *lap.kron_factors(phi, torch.softmax(phi @ W2.T, -1)), 40, 0.7), eta)
+    assert not torch.allclose(a_only, expected, rtol=1e-3)
 
 
 def _data(n=96, seed=0):
