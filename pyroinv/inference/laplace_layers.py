@@ -50,7 +50,7 @@ from ..model.bnn import InvariantBNN
 from ..model.deep import DeepMLPFeatures
 from ..model.kernels import warp_adjoint
 from ..model.networks import InvariantFeatures
-from ..model.registry import NETWORKS
+from ..model.registry import network
 from ..model.scope import local_params
 from ..model.warp import gaussian_blur, jacobian
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ def laplace_evidences(cfg: Config, model: InvariantBNN, x: torch.Tensor, y: torc
     on images, of every layer (:func:`layers_evidence`)."""
     mode = w2_at_mode(model, x, y, cfg.alpha, init=init)
     out: dict[str, Any] = evidence_at_mode(model, x, y, cfg.alpha, mode=mode)
-    if NETWORKS[cfg.network].layer_laplace and model.features.is_image:
+    if network(cfg.network).layer_laplace and model.features.is_image:
         with local_params():
             out.update(layers_evidence(model, x, y, cfg.alpha, mode[1].to(x.dtype), seed=seed))
     return out
