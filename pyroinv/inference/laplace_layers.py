@@ -98,8 +98,7 @@ def layer_pass(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor
         inputs.append(a)
         pres.append(z)
         a = torch.relu(z)
-    phi = a.mean(0)
-    return inputs, pres, torch.cat([phi, phi.new_ones(phi.shape[0], 1)], -1)
+    return inputs, pres, mean_with_one(a)
 
 
 def kron_layer_factors(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor, W2: torch.Tensor,

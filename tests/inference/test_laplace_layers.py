@@ -125,7 +125,8 @@ def test_the_body_prior_enters_the_training_loss():
     trainer = Trainer(cfg, _data(), device="cpu")
     trainer.laplace.precisions = [2.0]
     W1, b1 = trainer.model.features.W1, trainer.model.features.b1
-    assert float(trainer.laplace.weight_penalty()) == pytest.approx(float(W1.pow(2).sum() + b1.pow(2).sum()), rel=1e-6)
+    expected = float(W1.detach().pow(2).sum() + b1.detach().pow(2).sum())
+    assert float(trainer.laplace.weight_penalty().detach()) == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize("kw, match", [
