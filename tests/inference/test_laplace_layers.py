@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from pyroinv.config import Config
-from pyroinv.data.splits import Split
 from pyroinv.errors import ConfigError
 from pyroinv.inference import laplace as lap
 from pyroinv.inference import laplace_layers as ll
 from pyroinv.inference.build import build_model
 from pyroinv.inference.train import Trainer
+
+from .test_laplace import _data
 
 
 def _config(**kw) -> Config:
@@ -87,13 +88,6 @@ def test_the_training_gradient_is_the_first_order_gradient_of_every_layers_half_
                                         zip(factors, occam.precisions)) + 0.5 * lap.kron_logdet(
         *lap.kron_factors(phi, torch.softmax(phi @ W2.T, -1)), 40, 0.7), eta)
     assert not torch.allclose(a_only, expected, rtol=1e-3)
-
-
-def _data(n=96, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, 1, 8, 8, generator=g)
-    y = (x[:, 0, :4].mean((1, 2)) > x[:, 0, 4:].mean((1, 2))).long()
-    return Split("toy", x.numpy(), y.numpy(), x[:32].numpy(), y[:32].numpy(), 2)
 
 
 def test_training_learns_the_prior_precisions_moves_eta_and_resumes_exactly():
