@@ -245,7 +245,7 @@ class LaplaceEtaGradient:
         seed: picks the refresh subsets.
     """
 
-    #: examples per refresh; refreshes at least every this many steps (or every epoch, when longer)
+    #: examples per refresh; the refresh comes every epoch, but not more often than every ``refresh_steps`` steps
     refresh_size = REFRESH_SIZE
     refresh_steps = 1
     #: the name of its value among a run's metrics
@@ -312,4 +312,5 @@ class LaplaceEtaGradient:
 
 __all__ = ["FULL_MAX", "KronOccam", "LaplaceEtaGradient", "REFRESH_SIZE", "STRUCTURES", "averaged_features",
            "evidence_at_mode", "full_ggn", "full_logdet", "kron_factors", "kron_logdet", "kron_occam_factors",
-           "laplace_log_evidence", "log_evidence", "log_likelihood", "mackay_precision", "map_w2", "symmetric_eigh", "w2_at_mode"]
+           "laplace_log_evidence", "log_evidence", "log_likelihood", "mackay_precision", "map_w2", "symmetric_eigh",
+           "w2_at_mode"]

@@ -122,7 +122,7 @@ class Trainer:
 
     def _laplace_occam_gradient(self) -> list[torch.Tensor] | None:
         """``eta``'s gradient of ``1/2 log det(alpha P)`` at this step (:mod:`pyroinv.inference.laplace`), the
-        curvature refreshed at the start of every epoch (at most every ``refresh_steps`` steps); ``None`` while
+        curvature refreshed at the start of every epoch (and not more often than every ``refresh_steps`` steps); ``None`` while
         ``eta`` is held (``eta_warmup``)."""
         if self.laplace is None or self.step < self.eta_warmup_steps:
             return None
