@@ -44,7 +44,8 @@ class Config:
       ``L = I`` is about one nat of logit rather than seven.
     * ``eta_warmup=0``: ``eta`` learns from the first step, as in the paper. A positive value holds ``eta`` at
       its start for that many epochs while the network fits, then lets it learn (a probe of Figure 6: what
-      each objective prefers once the fit no longer needs the transient help of averaged random features).
+      each objective prefers once the fit no longer needs the transient help of averaged random features; LILA's
+      burn-in). With ``min_steps`` the epochs are those of the lengthened run.
     * ``jacobian=False``: the weight images are warped as in the paper, without the ``|det A|`` factor that
       would make the averaged features exactly invariant to input scaling (:func:`pyroinv.model.warp.jacobian`).
     * ``network="relu"`` is the paper's single hidden layer; ``mlp`` stacks ``depth`` such layers and ``cnn`` is a
@@ -137,7 +138,9 @@ class Config:
             if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
                                       or not math.isfinite(value) or value <= 0):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive finite number, got {value!r}")
-        if not isinstance(self.eta_warmup, int) or isinstance(self.eta_warmup, bool) or not 0 <= self.eta_warmup < self.epochs:
+        if not isinstance(self.eta_warmup, int) or isinstance(self.eta_warmup, bool) or self.eta_warmup < 0:
+            raise ConfigError(f"--eta-warmup must be a non-negative whole number of epochs, got {self.eta_warmup!r}")
+        if self.min_steps == 0 and self.eta_warmup >= self.epochs:  # with --min-steps the Trainer checks the length
             raise ConfigError(f"--eta-warmup must be a whole number of epochs in [0, --epochs {self.epochs}), "
                               f"got {self.eta_warmup!r}")
         if not isinstance(self.min_steps, int) or isinstance(self.min_steps, bool) or self.min_steps < 0:

@@ -23,6 +23,7 @@ from pyro.poutine.messenger import Messenger
 
 from .build import build_loss, build_model, resolve_device
 from ..config import Config
+from ..errors import ConfigError
 from ..data.splits import Split
 from .laplace import LaplaceEtaGradient
 from .laplace_layers import LayersLaplace
@@ -94,6 +95,9 @@ class Trainer:
         self.epochs = max(cfg.epochs, math.ceil(cfg.min_steps / self.steps_per_epoch))  # at least min_steps steps
         self.total_steps = self.epochs * self.steps_per_epoch
         self.eta_warmup_steps = cfg.eta_warmup * self.steps_per_epoch
+        if cfg.eta_warmup and self.eta_warmup_steps >= self.total_steps:
+            raise ConfigError(f"--eta-warmup {cfg.eta_warmup} holds eta for the whole run of {self.epochs} epochs; "
+                              f"give a number below {self.epochs}")
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
         self.step = 0
         self.wall_time = 0.0

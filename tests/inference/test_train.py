@@ -95,6 +95,16 @@ def test_eta_warmup_must_leave_epochs_to_learn():
         Config(eta_warmup=-1).validate()
 
 
+def test_eta_warmup_counts_the_epochs_of_a_run_lengthened_by_min_steps():
+    """With ``--min-steps`` a warm-up beyond ``--epochs`` is allowed, but not one as long as the whole run."""
+    from pyroinv.errors import ConfigError
+
+    trainer = _trainer(epochs=2, min_steps=7, eta_warmup=2)
+    assert trainer.epochs > 2 and trainer.eta_warmup_steps == 2 * trainer.steps_per_epoch
+    with pytest.raises(ConfigError, match="--eta-warmup .* whole run"):
+        _trainer(epochs=2, min_steps=7, eta_warmup=trainer.epochs)
+
+
 def test_min_steps_lengthens_a_run_on_a_small_training_set_by_whole_epochs():
     trainer = _trainer(epochs=2, min_steps=7)
     assert trainer.total_steps == trainer.epochs * trainer.steps_per_epoch >= 7
