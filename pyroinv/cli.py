@@ -244,6 +244,9 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=None, help="data set to evaluate on (default: the one trained on)")
     p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
     p.add_argument("--draws", type=pos_int, default=None, help="W2 draws for the posterior predictive")
+    p.add_argument("--samples", type=pos_int, default=None,
+                   help="transforms S averaged per prediction (default: the run's S); more gives a closer Monte-Carlo "
+                        "estimate of the same invariant predictive")
     p.add_argument("--device", choices=DEVICES, default="auto")
     p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
     p.add_argument("--cache-dir", default=None, help="data cache (default $PYROINV_CACHE or ~/.cache/pyroinv)")
@@ -262,7 +265,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()
     try:
         res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
-                           test_size=args.test_size, draws=args.draws, device=args.device)
+                           test_size=args.test_size, draws=args.draws, samples=args.samples, device=args.device)
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
@@ -270,7 +273,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(res, indent=2))
     else:
         print(f"{res['run']} (trained on {res['trained_on']}, step {res['step']}) evaluated on "
-              f"{res['evaluated_on']} ({res['test_size']} test images):")
+              f"{res['evaluated_on']} ({res['test_size']} test images, S = {res['samples']} transforms):")
         print(f"  test accuracy {100 * res['test_accuracy']:.2f}%   test NLL {res['test_nll']:.4f}   "
               f"learned invariance: {res['learned_invariance']}")
     return 0

@@ -17,8 +17,12 @@ from .folder import RunFolder, load_run
 
 def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | None = None,
                  cache_dir: str | None = None, test_size: int | None = None, draws: int | None = None,
-                 device: str = "auto") -> dict[str, Any]:
-    """Evaluate a saved run on any data set variant (default: the one it was trained on)."""
+                 samples: int | None = None, device: str = "auto") -> dict[str, Any]:
+    """Evaluate a saved run on any data set variant (default: the one it was trained on).
+
+    ``samples``: the transforms S of the Monte-Carlo average ``f_hat(x) = (1/S) sum_i f(T_i x)`` (default: the
+    run's); the model is the expectation over ``T ~ p_eta``, so a larger S estimates the same predictive more
+    closely."""
     dev = resolve_device(device)
     folder = RunFolder(out)
     folder.require_run()
@@ -28,9 +32,12 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
                         seed=int(saved.get("seed", 0)))
     cfg, model, guide, step = load_run(out, dev, input_shape=data.input_shape)
     x, y = data.tensors("test", dev)
+    if samples is not None:
+        model.num_samples = samples
     torch.manual_seed(cfg.seed + 1)  # the draws of the run's own evaluation
     metrics = evaluate(model, guide, x, y, draws=draws or cfg.eval_draws)
     return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
+            "samples": model.num_samples,
             "test_accuracy": metrics["accuracy"], "test_nll": metrics["nll"], "test_size": int(x.shape[0]),
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
 

@@ -134,6 +134,20 @@ def test_evaluate_script_on_another_variant(script_run, cache_dir):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a run folder" in bad.stderr
 
 
+def test_evaluation_can_average_more_transforms_than_training(script_run, cache_dir):
+    """``evaluate.py --samples``: the run's S by default (its own evaluation, reproduced), more on request."""
+    from pyroinv.run.analysis import evaluate_run
+
+    out, _ = script_run
+    own = json.loads((out / "results.json").read_text())
+    size = json.loads((out / "config.json").read_text())["test_size"]
+    same = evaluate_run(out, cache_dir=str(cache_dir), test_size=size, device="cpu")
+    more = evaluate_run(out, cache_dir=str(cache_dir), test_size=size, samples=16, device="cpu")
+    assert same["samples"] == 4 and more["samples"] == 16
+    assert same["test_accuracy"] == pytest.approx(own["test_accuracy"])
+    assert more["test_nll"] != pytest.approx(same["test_nll"], abs=1e-6)
+
+
 def test_existing_run_is_never_overwritten(script_run, cache_dir):
     out, _ = script_run
     before = (out / "results.json").read_bytes()
