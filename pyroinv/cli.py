@@ -122,6 +122,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--rff-lengthscale", type=pos_float, default=None, help="RFF lengthscale (overrides --rff-sigma)")
     p.add_argument("--train-size", type=pos_int, default=None, help="class-balanced subset of the training set")
     p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
+    p.add_argument("--valid-size", type=pos_int, default=None,
+                   help="hold this many class-balanced training images out as a validation set (reported in "
+                        "results.json), to choose settings without the test set")
     p.add_argument("--width-weight", type=any_float, default=d.width_weight,
                    help="--inference augerino only: weight of the reward on the augmentation width ||eta||_2")
     p.add_argument("--eval-draws", type=pos_int, default=d.eval_draws, help="W2 draws for the posterior predictive")
@@ -244,6 +247,9 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=None, help="data set to evaluate on (default: the one trained on)")
     p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
     p.add_argument("--draws", type=pos_int, default=None, help="W2 draws for the posterior predictive")
+    p.add_argument("--split", choices=("test", "valid"), default="test",
+                   help="valid: the validation set the run held out of its training set (--valid-size), to choose "
+                        "evaluation settings such as --samples without the test set")
     p.add_argument("--samples", type=pos_int, default=None,
                    help="transforms S averaged per prediction (default: the run's S); more gives a closer Monte-Carlo "
                         "estimate of the same invariant predictive")
@@ -265,15 +271,17 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()
     try:
         res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
-                           test_size=args.test_size, draws=args.draws, samples=args.samples, device=args.device)
+                           test_size=args.test_size, draws=args.draws, samples=args.samples, split=args.split,
+                           device=args.device)
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
     if args.json:
         print(json.dumps(res, indent=2))
     else:
+        split = res["split"]
         print(f"{res['run']} (trained on {res['trained_on']}, step {res['step']}) evaluated on "
-              f"{res['evaluated_on']} ({res['test_size']} test images, S = {res['samples']} transforms):")
-        print(f"  test accuracy {100 * res['test_accuracy']:.2f}%   test NLL {res['test_nll']:.4f}   "
+              f"{res['evaluated_on']} ({res[split + '_size']} {split} images, S = {res['samples']} transforms):")
+        print(f"  {split} accuracy {100 * res[split + '_accuracy']:.2f}%   {split} NLL {res[split + '_nll']:.4f}   "
               f"learned invariance: {res['learned_invariance']}")
     return 0

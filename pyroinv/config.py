@@ -53,6 +53,9 @@ class Config:
     * ``laplace_layers="last"``: ``--inference laplace`` learns ``eta`` on the Laplace evidence of ``W2``, the layer
       the paper treats as random; ``"all"`` covers every fully connected layer with learned prior precisions, LILA's
       scope (:mod:`pyroinv.inference.laplace_layers`).
+    * ``valid_size=None``: no validation set, as in the paper. A positive value holds that many class-balanced
+      images out of the training set first (the training subset is drawn from the rest) and reports the
+      predictive's accuracy and NLL on them, so settings can be chosen without the test set.
     * ``min_steps=0``: a run lasts ``epochs`` passes, as in the paper; a positive value lengthens a run on a small
       training set to at least that many steps (whole epochs), e.g. for the data-efficiency grid.
     * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.model.lie.SMALL_START`: ±5° for
@@ -102,6 +105,7 @@ class Config:
     rff_lengthscale: float | None = None
     train_size: int | None = None
     test_size: int | None = None
+    valid_size: int | None = None
     width_weight: float = 0.01
     eval_draws: int = 8
     export_draws: int = 200
@@ -121,7 +125,7 @@ class Config:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("train_size", "test_size"):
+        for name in ("train_size", "test_size", "valid_size"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from .cache import resolve_cache_dir
 from .cifar import load_cifar10
 from .mnist import load_mnist
@@ -33,7 +33,7 @@ def parse_name(name: str) -> tuple[str, str]:
 
 def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
                  download: bool | None = None, train_size: int | None = None, test_size: int | None = None,
-                 seed: int = 0) -> Split:
+                 seed: int = 0, valid_size: int | None = None) -> Split:
     """Load a data set by name, build (or read from the cache) its variant, take a subset.
 
     Args:
@@ -43,6 +43,8 @@ def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_di
             ``~/.cache/pyroinv``).
         download: allow torchvision's download (default: unless ``$PYROINV_OFFLINE`` is set).
         train_size, test_size: class-balanced subsets drawn with ``seed``.
+        valid_size: a class-balanced validation set held out of the training set first (``Split.hold_out``); the
+            training subset is drawn from the rest.
     """
     if str(name).endswith(".npz"):
         split = load_npz(name)
@@ -50,6 +52,11 @@ def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_di
         base, variant = parse_name(name)
         cache = resolve_cache_dir(cache_dir)
         split = make_variant(BASES[base](data_root=data_root, cache_dir=cache, download=download), variant, cache)
+    if valid_size:
+        try:
+            split = split.hold_out(valid_size, seed)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     return split.subset(train_size=train_size, test_size=test_size, seed=seed)
 
 
@@ -59,7 +66,8 @@ def describe(split: Split, train_size: int | None = None, test_size: int | None 
     notes = [f"--{flag}-size {asked} is more than the {have} {flag} examples: all are used"
              for flag, asked, have in (("train", train_size, len(split.y_train)), ("test", test_size, len(split.y_test)))
              if asked is not None and asked > have]
-    return (f"{split.name}: {len(split.y_train)} train / {len(split.y_test)} test, "
+    valid = f" / {len(split.y_valid)} validation" if split.y_valid is not None else ""
+    return (f"{split.name}: {len(split.y_train)} train{valid} / {len(split.y_test)} test, "
             f"inputs {split.input_shape}, {split.num_classes} classes" + "".join(f" ({n})" for n in notes))
 
 

@@ -1,4 +1,5 @@
-"""The container for a train/test split, and class-balanced seeded subsets."""
+"""The container for a train/test split (and an optional validation set held out of the training set), and
+class-balanced seeded subsets."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -14,6 +15,7 @@ class Split:
     Images are stored as uint8 ``(N, C, H, W)`` (pixels 0..255) or float32 in [0, 1];
     2-D coordinate data as float32 ``(N, 2)``. Labels are int64 in ``0..num_classes-1``.
     ``meta`` holds per-example transformation parameters of a variant (e.g. ``angle_train``).
+    ``x_valid`` / ``y_valid``: a validation set held out of the training set (:meth:`hold_out`), else ``None``.
     """
 
     name: str
@@ -23,6 +25,8 @@ class Split:
     y_test: np.ndarray
     num_classes: int
     meta: dict[str, np.ndarray] = field(default_factory=dict)
+    x_valid: np.ndarray | None = None
+    y_valid: np.ndarray | None = None
 
     @property
     def is_image(self) -> bool:
@@ -33,11 +37,31 @@ class Split:
         return tuple(self.x_train.shape[1:])
 
     def tensors(self, split: str = "train", device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-        """Float inputs (images scaled to [0, 1]) and int64 labels as tensors."""
-        x, y = (self.x_train, self.y_train) if split == "train" else (self.x_test, self.y_test)
+        """Float inputs (images scaled to [0, 1]) and int64 labels as tensors; ``split``: train, valid or test."""
+        x, y = {"train": (self.x_train, self.y_train), "valid": (self.x_valid, self.y_valid),
+                "test": (self.x_test, self.y_test)}[split]
+        if y is None:
+            raise ValueError(f"{self.name} has no validation set; hold one out with --valid-size")
         xt = torch.as_tensor(x)
         xt = xt.float() / 255.0 if xt.dtype == torch.uint8 else xt.float()
         return xt.to(device), torch.as_tensor(y, dtype=torch.long).to(device)
+
+    def hold_out(self, valid_size: int, seed: int = 0) -> "Split":
+        """``valid_size`` class-balanced training examples moved to a validation set, the rest kept for training.
+
+        The validation images depend on ``seed`` and ``valid_size`` only, not on a later ``subset``'s training
+        size, so runs at several training sizes are chosen between on the same validation set."""
+        if self.y_valid is not None:
+            raise ValueError(f"{self.name} already holds a validation set")
+        if not 0 < valid_size < len(self.y_train):
+            raise ValueError(f"--valid-size {valid_size} must leave training examples: {self.name} has "
+                             f"{len(self.y_train)}; give a smaller --valid-size")
+        valid = balanced_indices(self.y_train, valid_size, self.num_classes, seed + 2)
+        keep = np.setdiff1d(np.arange(len(self.y_train)), valid)
+        meta = {k: (v[keep] if k.endswith("_train") else v) for k, v in self.meta.items()}
+        meta.update({k[: -len("_train")] + "_valid": v[valid] for k, v in self.meta.items() if k.endswith("_train")})
+        return replace(self, x_train=self.x_train[keep], y_train=self.y_train[keep], meta=meta,
+                       x_valid=self.x_train[valid], y_valid=self.y_train[valid])
 
     def subset(self, train_size: int | None = None, test_size: int | None = None, seed: int = 0) -> "Split":
         """A class-balanced, seeded subset of the training (and optionally test) set."""

@@ -72,6 +72,8 @@ class Trainer:
         pyro.set_rng_seed(cfg.seed)
         self.x_train, self.y_train = data.tensors("train", self.device)
         self.x_test, self.y_test = data.tensors("test", self.device)
+        #: the validation set held out of the training set (``cfg.valid_size``), else ``None``
+        self.valid = data.tensors("valid", self.device) if data.y_valid is not None else None
         self.input_shape = data.input_shape
         self.num_classes = data.num_classes
         self.num_data = self.x_train.shape[0]

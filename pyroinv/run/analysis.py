@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from ..model import lie
 from ..inference.build import resolve_device
 from ..data import load_dataset
@@ -17,8 +18,11 @@ from .folder import RunFolder, load_run
 
 def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | None = None,
                  cache_dir: str | None = None, test_size: int | None = None, draws: int | None = None,
-                 samples: int | None = None, device: str = "auto") -> dict[str, Any]:
+                 samples: int | None = None, split: str = "test", device: str = "auto") -> dict[str, Any]:
     """Evaluate a saved run on any data set variant (default: the one it was trained on).
+
+    ``split``: ``"test"``, or ``"valid"``, the validation set the run held out of its training set
+    (``--valid-size``), for choosing evaluation settings without the test set.
 
     ``samples``: the transforms S of the Monte-Carlo average ``f_hat(x) = (1/S) sum_i f(T_i x)`` (default: the
     run's); the model is the expectation over ``T ~ p_eta``, so a larger S estimates the same predictive more
@@ -28,17 +32,22 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     folder.require_run()
     saved = folder.config()
     name = dataset or saved["dataset"]
+    if split not in ("test", "valid"):
+        raise ConfigError(f"--split {split!r} is not one of test, valid")
+    if split == "valid" and not saved.get("valid_size"):
+        raise ConfigError(f"{out} was trained without --valid-size, so it has no validation set; use --split test "
+                          f"or train with --valid-size")
     data = load_dataset(name, data_root=data_root, cache_dir=cache_dir, test_size=test_size,
-                        seed=int(saved.get("seed", 0)))
+                        seed=int(saved.get("seed", 0)), valid_size=saved.get("valid_size") if split == "valid" else None)
     cfg, model, guide, step = load_run(out, dev, input_shape=data.input_shape)
-    x, y = data.tensors("test", dev)
+    x, y = data.tensors(split, dev)
     if samples is not None:
         model.num_samples = samples
     torch.manual_seed(cfg.seed + 1)  # the draws of the run's own evaluation
     metrics = evaluate(model, guide, x, y, draws=draws or cfg.eval_draws)
     return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
-            "samples": model.num_samples,
-            "test_accuracy": metrics["accuracy"], "test_nll": metrics["nll"], "test_size": int(x.shape[0]),
+            "samples": model.num_samples, "split": split, f"{split}_accuracy": metrics["accuracy"],
+            f"{split}_nll": metrics["nll"], f"{split}_size": int(x.shape[0]),
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
 
 
@@ -48,7 +57,7 @@ def run_evidence(out: str | Path, data_root: str | None = None, cache_dir: str |
     dev = resolve_device(device)
     saved = RunFolder(out).config()
     data = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
-                        seed=int(saved.get("seed", 0)))
+                        seed=int(saved.get("seed", 0)), valid_size=saved.get("valid_size"))
     cfg, model, _, step = load_run(out, dev, input_shape=data.input_shape)
     x, y = data.tensors("train", dev)
     torch.manual_seed(cfg.seed + 1)
@@ -72,7 +81,7 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
     dev = resolve_device(device)
     saved = RunFolder(out).config()
     full = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
-                        seed=int(saved.get("seed", 0)))
+                        seed=int(saved.get("seed", 0)), valid_size=saved.get("valid_size"))
     num_data = len(full.y_train)  # the KL is divided by the N the run was trained on
     data = full.subset(train_size=train_size, seed=seed) if train_size else full
     cfg, model, guide, _ = load_run(out, dev, input_shape=data.input_shape)

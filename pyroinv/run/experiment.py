@@ -151,7 +151,7 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     else:
         folder.check_new(cfg)
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
-                        test_size=cfg.test_size, seed=cfg.seed)
+                        test_size=cfg.test_size, seed=cfg.seed, valid_size=cfg.valid_size)
     check_inputs(cfg, data.input_shape)  # before anything is written
     # a run that cannot fit stops here with one line, instead of being killed by the operating system
     check_fits(cfg, data.input_shape, data.num_classes, len(data.y_train), len(data.y_test), device)
@@ -251,6 +251,11 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     # one pass over the test set gives the test metrics and the ArviZ groups
     pp = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
     test = pp.metrics()
+    valid = {}
+    if trainer.valid is not None:  # the same predictive on the images held out of the training set
+        torch.manual_seed(cfg.seed + 1)  # the same draws as the test pass (and as evaluate.py --split valid)
+        v = posterior_predictive(model, guide, *trainer.valid, draws=cfg.eval_draws).metrics()
+        valid = {"valid_accuracy": v["accuracy"], "valid_nll": v["nll"], "valid_size": int(trainer.valid[1].shape[0])}
     # at least 32 draws of W2 in all (one per batch of 500): a single draw on a small data set is far too noisy
     draws = max(1, math.ceil(32 / math.ceil(len(trainer.y_train) / 500)))
     elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
@@ -277,13 +282,14 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device), **evidence))
+        device_name=device_name(trainer.device), **evidence, **valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:
         return results
     print(f"\nlearned invariance: {inv.describe()}")
     line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
+    line += f"  validation accuracy {100 * valid['valid_accuracy']:.2f}%" if valid else ""
     line += f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""
     line += f"  Laplace log evidence/N {evidence['laplace_per_datapoint']:.4f}" if evidence else ""
     layers = evidence.get("laplace_layers_per_datapoint")

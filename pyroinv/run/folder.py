@@ -86,6 +86,10 @@ class RunResults:
     #: prior precisions at the evidence's fixed point: :func:`pyroinv.inference.laplace_layers.layers_evidence`
     laplace_layers_per_datapoint: float | None = None
     prior_precisions: list[float] | None = None
+    #: the predictive on the validation set held out of the training set (``--valid-size``), else ``None``
+    valid_accuracy: float | None = None
+    valid_nll: float | None = None
+    valid_size: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

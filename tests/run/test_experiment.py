@@ -148,6 +148,24 @@ def test_evaluation_can_average_more_transforms_than_training(script_run, cache_
     assert more["test_nll"] != pytest.approx(same["test_nll"], abs=1e-6)
 
 
+def test_a_validation_set_is_held_out_reported_and_reevaluated(tmp_path, cache_dir, mnist):
+    """``--valid-size``: results.json reports the predictive on the held-out images; ``evaluate.py --split valid``
+    reproduces it and can then choose an evaluation setting (here S) without the test set."""
+    from pyroinv.errors import ConfigError
+    from pyroinv.run.analysis import evaluate_run
+
+    res = run_experiment(tiny_config(valid_size=50, epochs=1), tmp_path / "v", cache_dir=cache_dir, progress=False,
+                         quiet=True)
+    assert res["valid_size"] == 50 and res["train_size"] == 120 and 0.0 <= res["valid_accuracy"] <= 1.0
+    again = evaluate_run(tmp_path / "v", cache_dir=str(cache_dir), split="valid", device="cpu")
+    assert again["valid_size"] == 50 and again["valid_accuracy"] == pytest.approx(res["valid_accuracy"])
+    assert again["valid_nll"] == pytest.approx(res["valid_nll"], rel=1e-5)
+    plain = run_experiment(tiny_config(epochs=1), tmp_path / "p", cache_dir=cache_dir, progress=False, quiet=True)
+    assert plain["valid_accuracy"] is None
+    with pytest.raises(ConfigError, match="without --valid-size"):
+        evaluate_run(tmp_path / "p", cache_dir=str(cache_dir), split="valid", device="cpu")
+
+
 def test_existing_run_is_never_overwritten(script_run, cache_dir):
     out, _ = script_run
     before = (out / "results.json").read_bytes()
