@@ -5,7 +5,8 @@
 
 Of the output layer W2 (Kronecker-factored, and exact up to 6,000 output weights) and, for --network relu and mlp,
 of every fully connected layer with each layer's prior precision at the evidence's fixed point; W2 at its mode.
-Runs trained before these values were recorded in results.json get them here.
+Runs trained before these values were recorded in results.json get them here. --importance M checks W2's exact
+Laplace estimate by importance sampling from the Laplace posterior.
 """
 import argparse
 import json
@@ -23,24 +24,34 @@ def main() -> int:
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("runs", type=Path, nargs="+", help="run folders written by svi_train.py")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    p.add_argument("--importance", type=int, default=0, metavar="M",
+                   help="also estimate W2's evidence by importance sampling with M draws from the exact Laplace "
+                        "posterior (a check that does not assume a Gaussian posterior; 0: off)")
     args = p.parse_args()
+    if args.importance < 0:
+        p.error(f"--importance must be a non-negative number of draws, got {args.importance}")
     setup_logging()
     from pyroinv.run.analysis import run_evidence
 
     rows = []
-    print("| run | learned invariance | Laplace/N, W2 (Kronecker) | Laplace/N, W2 (exact) | Laplace/N, every layer | "
-          "prior precisions |\n|---|---|---|---|---|---|")
+    check = " IS/N, W2 (ESS) |" if args.importance else ""
+    print(f"| run | learned invariance | Laplace/N, W2 (Kronecker) | Laplace/N, W2 (exact) |{check} Laplace/N, every "
+          f"layer | prior precisions |\n|---|---|---|---|---|---|{'---|' if check else ''}")
     for run in args.runs:
         try:
-            r = run_evidence(run)
+            r = run_evidence(run, importance_draws=args.importance)
         except PyroinvError as err:
             sys.stderr.write(f"error: {err}\n")
             return 2
         rows.append(r)
         full, layers = r["laplace_full_per_datapoint"], r.get("laplace_layers_per_datapoint")
         precisions = ", ".join(f"{d:.3g}" for d in r.get("prior_precisions") or []) or "–"
+        checked = ""
+        if args.importance:
+            checked = (f" {r['importance_per_datapoint']:.4f} ({r['importance_ess']:.0f}) |"
+                       if "importance_per_datapoint" in r else " – |")
         print(f"| {run.name} | {r['learned_invariance']} | {r['laplace_per_datapoint']:.4f} | "
-              f"{'–' if full is None else f'{full:.4f}'} | {'–' if layers is None else f'{layers:.4f}'} | "
+              f"{'–' if full is None else f'{full:.4f}'} |{checked} {'–' if layers is None else f'{layers:.4f}'} | "
               f"{precisions} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -55,7 +55,8 @@ from ..model.scope import local_params
 from ..model.warp import gaussian_blur, jacobian
 if TYPE_CHECKING:
     from ..config import Config
-from .laplace import LaplaceEtaGradient, evidence_at_mode, kron_occam_factors, w2_at_mode
+from .laplace import (FULL_MAX, LaplaceEtaGradient, evidence_at_mode, importance_log_evidence, kron_occam_factors,
+                      w2_at_mode)
 
 #: training images on which the curvature of every layer is refreshed (all of them when the set is smaller)
 REFRESH_SIZE = 1000
@@ -232,12 +233,16 @@ def layers_evidence(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha
 
 
 def laplace_evidences(cfg: Config, model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, seed: int = 0,
-                      init: torch.Tensor | None = None) -> dict[str, Any]:
+                      init: torch.Tensor | None = None, importance_draws: int = 0) -> dict[str, Any]:
     """The Laplace estimates of ``log p(D | eta) / N`` of a network as it is, ``W2`` at its mode (L-BFGS from
     ``init``): of ``W2`` (:func:`~pyroinv.inference.laplace.evidence_at_mode`) and, for the fully connected networks
-    on images, of every layer (:func:`layers_evidence`)."""
+    on images, of every layer (:func:`layers_evidence`). ``importance_draws > 0``: also the importance-sampling
+    check of ``W2``'s evidence (:func:`~pyroinv.inference.laplace.importance_log_evidence`, up to
+    :data:`~pyroinv.inference.laplace.FULL_MAX` output weights)."""
     mode = w2_at_mode(model, x, y, cfg.alpha, init=init)
     out: dict[str, Any] = evidence_at_mode(model, x, y, cfg.alpha, mode=mode)
+    if importance_draws and mode[1].numel() <= FULL_MAX:
+        out.update(importance_log_evidence(mode[0], y, mode[1], cfg.alpha, importance_draws, seed))
     if network(cfg.network).layer_laplace and model.features.is_image:
         with local_params():
             out.update(layers_evidence(model, x, y, cfg.alpha, mode[1].to(x.dtype), seed=seed))

@@ -52,8 +52,9 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
 
 
 def run_evidence(out: str | Path, data_root: str | None = None, cache_dir: str | None = None,
-                 device: str = "auto") -> dict[str, Any]:
-    """:func:`laplace_evidences` of a saved run on its own training set, ``eta`` as learned."""
+                 device: str = "auto", importance_draws: int = 0) -> dict[str, Any]:
+    """:func:`laplace_evidences` of a saved run on its own training set, ``eta`` as learned (with the
+    importance-sampling check of ``W2``'s evidence when ``importance_draws > 0``)."""
     dev = resolve_device(device)
     saved = RunFolder(out).config()
     data = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
@@ -62,7 +63,7 @@ def run_evidence(out: str | Path, data_root: str | None = None, cache_dir: str |
     x, y = data.tensors("train", dev)
     torch.manual_seed(cfg.seed + 1)
     return {"run": str(out), "step": step, "learned_invariance": model.invariance.describe(),
-            **laplace_evidences(cfg, model, x, y, seed=cfg.seed)}
+            **laplace_evidences(cfg, model, x, y, seed=cfg.seed, importance_draws=importance_draws)}
 
 
 @torch.no_grad()

@@ -238,7 +238,8 @@ def test_evidence_script_gives_a_run_the_laplace_estimates_it_recorded(script_ru
     out, _ = script_run
     env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "evidence.py"), str(out), "--json",
-                           str(tmp_path / "ev.json")], capture_output=True, text=True, env=env, timeout=300)
+                           str(tmp_path / "ev.json"), "--importance", "200"], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads((tmp_path / "ev.json").read_text())
     recorded = json.loads((out / "results.json").read_text())
@@ -247,6 +248,9 @@ def test_evidence_script_gives_a_run_the_laplace_estimates_it_recorded(script_ru
     assert row["laplace_layers_per_datapoint"] == pytest.approx(recorded["laplace_layers_per_datapoint"], rel=0.1)
     assert row["laplace_layers_per_datapoint"] < row["laplace_per_datapoint"] < 0  # the body's Occam factor costs
     assert len(row["prior_precisions"]) == 1 and f"| {out.name} |" in proc.stdout
+    # the importance-sampling check lies near the exact Laplace estimate, with a usable effective sample size
+    assert row["importance_per_datapoint"] == pytest.approx(row["laplace_full_per_datapoint"], abs=0.05)
+    assert 1 < row["importance_ess"] <= 200 and "IS/N" in proc.stdout
 
 
 def test_plot_eta_runs_script(script_run, tmp_path):
