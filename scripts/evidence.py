@@ -34,7 +34,7 @@ def main() -> int:
     from pyroinv.run.analysis import run_evidence
 
     rows = []
-    check = " IS/N, W2 (ESS) |" if args.importance else ""
+    check = " IS/N, W2 (ESS; sd of log w / N) |" if args.importance else ""
     print(f"| run | learned invariance | Laplace/N, W2 (Kronecker) | Laplace/N, W2 (exact) |{check} Laplace/N, every "
           f"layer | prior precisions |\n|---|---|---|---|---|---|{'---|' if check else ''}")
     for run in args.runs:
@@ -48,7 +48,8 @@ def main() -> int:
         precisions = ", ".join(f"{d:.3g}" for d in r.get("prior_precisions") or []) or "–"
         checked = ""
         if args.importance:
-            checked = (f" {r['importance_per_datapoint']:.4f} ({r['importance_ess']:.0f}) |"
+            checked = (f" {r['importance_per_datapoint']:.4f} ({r['importance_ess']:.0f}; "
+                       f"{r['importance_log_weight_sd_per_datapoint']:.1e}) |"
                        if "importance_per_datapoint" in r else " – |")
         print(f"| {run.name} | {r['learned_invariance']} | {r['laplace_per_datapoint']:.4f} | "
               f"{'–' if full is None else f'{full:.4f}'} |{checked} {'–' if layers is None else f'{layers:.4f}'} | "

@@ -163,8 +163,10 @@ def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor
         log p(D | eta) >=~ log (1/M) sum_m p(D | W_m) p(W_m) / N(W_m; W2_hat, P^-1),   W_m ~ N(W2_hat, P^-1),
 
     a stochastic lower bound (Jensen) that is exact as ``M`` grows. Returns the estimate per data point
-    (``importance_per_datapoint``) and the weights' effective sample size (``importance_ess``: near ``M`` when the
-    Laplace posterior is the posterior; near 1 when the estimate rests on one draw and is loose).
+    (``importance_per_datapoint``), the weights' effective sample size (``importance_ess``: near ``M`` when the
+    Laplace posterior is the posterior; near 1 when the estimate rests on a few draws) and the standard deviation
+    of the log weights per data point (``importance_log_weight_sd_per_datapoint``: the scale on which the proposal
+    and the posterior differ; with a small ESS the estimate is trustworthy to about this much).
     ``W2`` must be the mode (:func:`map_w2`); float64 throughout."""
     phi, W2 = phi.double(), W2.double()
     K, D = W2.shape
@@ -187,7 +189,9 @@ def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor
     log_w = torch.cat(log_w)
     weights = torch.softmax(log_w, 0)
     estimate = torch.logsumexp(log_w, 0) - math.log(draws)
-    return {"importance_per_datapoint": float(estimate) / phi.shape[0], "importance_ess": float(1 / weights.pow(2).sum())}
+    N = phi.shape[0]
+    return {"importance_per_datapoint": float(estimate) / N, "importance_ess": float(1 / weights.pow(2).sum()),
+            "importance_log_weight_sd_per_datapoint": float(log_w.std()) / N}
 
 
 def laplace_log_evidence(phi: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float, iters: int = 200,
