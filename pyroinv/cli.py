@@ -21,7 +21,7 @@ from .model.bnn import AVERAGES
 from .errors import ConfigError, PyroinvError
 from .inference.methods import METHODS, method
 from .model.registry import NETWORKS
-from .run.runtime import keep_freed_memory
+from .run.runtime import flush_denormals, keep_freed_memory
 
 EXIT_USAGE = 2
 
@@ -219,6 +219,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     args = train_parser().parse_args(argv)
     setup_logging()
     keep_freed_memory()
+    flush_denormals()
     try:
         cfg = config_from_args(args)
         out = args.out or default_out(cfg)
@@ -269,6 +270,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     args = evaluate_parser().parse_args(argv)
     setup_logging()
     keep_freed_memory()
+    flush_denormals()
     try:
         res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
                            test_size=args.test_size, draws=args.draws, samples=args.samples, split=args.split,

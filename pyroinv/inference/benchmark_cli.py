@@ -9,8 +9,8 @@
     python scripts/benchmark.py --pyro-elbos    # Pyro's own SVI step with each ELBO; --guides, --predictive likewise
 
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
-on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory() (as the training scripts do) unless
---default-malloc is given.
+on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory()
+(as the training scripts do) unless --default-malloc is given, and flushes subnormal floats to zero.
 """
 import argparse
 import json
@@ -25,10 +25,11 @@ def measure(args) -> dict:
     import torch
 
     from pyroinv.inference.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
-    from pyroinv.run.runtime import keep_freed_memory
+    from pyroinv.run.runtime import flush_denormals, keep_freed_memory
 
     if not args.default_malloc:
         keep_freed_memory()
+    flush_denormals()  # as the training scripts do
     torch.set_num_threads(args.threads)
     if args.kind == "predictive":
         from pyroinv.inference.benchmark import predictive_function
