@@ -14,7 +14,8 @@ from .test_experiment import tiny_config
 COMMON = ("dataset", "invariance", "network", "inference", "test_accuracy", "test_nll", "elbo_per_datapoint",
           "train_loglik_per_datapoint", "eta", "eta_human", "learned_invariance", "steps", "train_size", "test_size",
           "train_wall_time_s", "eval_wall_time_s", "device", "device_name", "laplace_per_datapoint",
-          "laplace_full_per_datapoint", "laplace_layers_per_datapoint", "prior_precisions", "versions")
+          "laplace_full_per_datapoint", "laplace_layers_per_datapoint", "prior_precisions", "valid_accuracy", "valid_nll",
+          "valid_size", "versions")
 
 
 @pytest.fixture(scope="module")
