@@ -21,7 +21,7 @@ from .model.bnn import AVERAGES
 from .errors import ConfigError, PyroinvError
 from .inference.methods import METHODS, method
 from .model.registry import NETWORKS
-from .run.runtime import flush_denormals, keep_freed_memory
+from .run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2
 
@@ -213,31 +213,38 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``svi_train.py``: parse arguments, run, print results; one-line errors."""
-    from .run.experiment import Interrupted, run_experiment
+    from .run.experiment import Interrupted
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = train_parser().parse_args(argv)
     setup_logging()
     keep_freed_memory()
-    flush_denormals()
     try:
-        cfg = config_from_args(args)
-        out = args.out or default_out(cfg)
-        if args.resume and (out / "config.json").exists():
-            cfg = resume_config(args, argv, out)
-        if "depth" in given_flags(argv) and cfg.network != "mlp":
-            raise ConfigError(f"--depth applies to --network mlp only, not {cfg.network}; drop it or add --network mlp")
-        if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
-            raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
-                              f"drop it or add --inference augerino")
-        run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
-                       progress=args.progress, log_every=args.log_every)
+        with subnormals_flushed():
+            return _train(args, argv)
     except Interrupted as err:  # the checkpoint is written; exit as a process stopped by that signal would
         sys.stderr.write(f"{err}\n")
         return 128 + err.signum
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
+
+
+def _train(args: argparse.Namespace, argv: list[str]) -> int:
+    """:func:`train_main` after parsing: the run, or a :class:`PyroinvError`."""
+    from .run.experiment import run_experiment
+
+    cfg = config_from_args(args)
+    out = args.out or default_out(cfg)
+    if args.resume and (out / "config.json").exists():
+        cfg = resume_config(args, argv, out)
+    if "depth" in given_flags(argv) and cfg.network != "mlp":
+        raise ConfigError(f"--depth applies to --network mlp only, not {cfg.network}; drop it or add --network mlp")
+    if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
+        raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
+                          f"drop it or add --inference augerino")
+    run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
+                   progress=args.progress, log_every=args.log_every)
     return 0
 
 
@@ -270,11 +277,11 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     args = evaluate_parser().parse_args(argv)
     setup_logging()
     keep_freed_memory()
-    flush_denormals()
     try:
-        res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
-                           test_size=args.test_size, draws=args.draws, samples=args.samples, split=args.split,
-                           device=args.device)
+        with subnormals_flushed():
+            res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
+                               test_size=args.test_size, draws=args.draws, samples=args.samples, split=args.split,
+                               device=args.device)
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE

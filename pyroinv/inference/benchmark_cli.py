@@ -22,14 +22,19 @@ from pyroinv.config import GUIDES
 
 
 def measure(args) -> dict:
-    import torch
-
-    from pyroinv.inference.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
-    from pyroinv.run.runtime import flush_denormals, keep_freed_memory
+    from pyroinv.run.runtime import keep_freed_memory, subnormals_flushed
 
     if not args.default_malloc:
         keep_freed_memory()
-    flush_denormals()  # as the training scripts do
+    with subnormals_flushed():  # as the training scripts do
+        return _measure(args)
+
+
+def _measure(args) -> dict:
+    import torch
+
+    from pyroinv.inference.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
+
     torch.set_num_threads(args.threads)
     if args.kind == "predictive":
         from pyroinv.inference.benchmark import predictive_function

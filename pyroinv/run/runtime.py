@@ -18,6 +18,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
@@ -44,7 +46,24 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
-def flush_denormals() -> bool:
-    """Flush subnormal floats to zero in CPU arithmetic (``torch.set_flush_denormal``); True if it applied (x86
-    with SSE3), False where the processor cannot."""
-    return bool(torch.set_flush_denormal(True))
+def subnormals_kept() -> bool:
+    """Whether the calling thread keeps subnormal floats (the processor's flush-to-zero mode is off)."""
+    return bool(torch.tensor([1e-39]).ne(0).item())
+
+
+@contextmanager
+def subnormals_flushed() -> Iterator[bool]:
+    """Flush subnormal floats to zero in CPU arithmetic (``torch.set_flush_denormal``) inside the block; yields True
+    if it applied (x86 with SSE3), False where the processor cannot. The calling thread's setting is restored on
+    exit.
+
+    The setting belongs to a thread, and threads inherit it when they are created: entered at the start of a
+    process, before torch starts its worker threads, it covers them all (the training and evaluation entry points
+    do so)."""
+    kept = subnormals_kept()
+    applied = bool(torch.set_flush_denormal(True))
+    try:
+        yield applied
+    finally:
+        if kept:
+            torch.set_flush_denormal(False)
