@@ -170,9 +170,8 @@ def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor
     ``W2`` must be the mode (:func:`map_w2`); float64 throughout."""
     phi, W2 = phi.double(), W2.double()
     K, D = W2.shape
-    P = alpha * full_ggn(phi, torch.softmax(phi @ W2.T, -1))
-    P.diagonal().add_(1.0)
-    P /= alpha                                                     # H_lik + I / alpha
+    P = full_ggn(phi, torch.softmax(phi @ W2.T, -1))
+    P.diagonal().add_(1.0 / alpha)                                 # H_lik + I / alpha
     L = torch.linalg.cholesky(P)
     half_logdet = L.diagonal().log().sum()
     gen = torch.Generator(device="cpu").manual_seed(seed)
