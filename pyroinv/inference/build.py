@@ -12,6 +12,7 @@ from ..config import Config
 from ..errors import ConfigError
 from ..model import kernels
 from ..model.estimators import ELBOS
+from .device_elbo import DeviceTrace_ELBO
 from ..model.guides import ClassCholeskyGuide
 from ..model.invariance import Invariance
 from ..model.registry import FeatureSettings, build_features
@@ -61,8 +62,9 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
 
 
 def build_elbo(cfg: Config) -> pyro.infer.ELBO:
-    """``Trace_ELBO`` (sampled KL) or ``TraceMeanField_ELBO`` (the closed-form KL of Appendix A)."""
-    kinds = dict(zip(ELBOS, (pyro.infer.Trace_ELBO, pyro.infer.TraceMeanField_ELBO)))
+    """``Trace_ELBO`` (sampled KL; :class:`~pyroinv.inference.device_elbo.DeviceTrace_ELBO`, the same estimate
+    without host reads) or ``TraceMeanField_ELBO`` (the closed-form KL of Appendix A)."""
+    kinds = dict(zip(ELBOS, (DeviceTrace_ELBO, pyro.infer.TraceMeanField_ELBO)))
     if cfg.elbo not in kinds:
         raise ConfigError(f"unknown ELBO {cfg.elbo!r}; choose one of {', '.join(ELBOS)}")
     return kinds[cfg.elbo]()

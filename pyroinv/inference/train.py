@@ -109,6 +109,7 @@ class Trainer:
         self._batch_nll: torch.Tensor | None = None
         self._first_bad: torch.Tensor | None = None
         self._bad_value: torch.Tensor | None = None
+        self._validate = True  # the next step checks the distributions' arguments (see train_step)
 
     def param_groups(self) -> list[dict]:
         """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
@@ -161,15 +162,21 @@ class Trainer:
         """One SVI step; returns the step, epoch and learning rate, and (``sync``) the loss and ELBO/N estimate.
 
         ``sync=False`` leaves the loss on the device: nothing waits for the step to finish, so on a GPU the next
-        step is queued while this one runs. :meth:`losses`, :attr:`last_batch_nll` and :meth:`first_nonfinite`
+        step is queued while this one runs (no value is read back: the ELBO is
+        :class:`~pyroinv.inference.device_elbo.DeviceTrace_ELBO`, the transforms' exponentials stay on the device,
+        and the distributions' argument checks run on the first step only). :meth:`losses`, :attr:`last_batch_nll` and :meth:`first_nonfinite`
         read the values when they are needed (at a metrics record or a checkpoint)."""
         t0 = time.perf_counter()
         idx = self.batch_indices(self.step)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.zero_grad(set_to_none=True)
         self._batch_x = self.x_train[idx]
-        with ObservedSite("y") as y_site:
+        # Pyro's and torch's checks of every distribution's arguments read a boolean back from the device at each
+        # sample site: the first step of a Trainer runs them (when they are on), later steps skip them
+        with pyro.validation_enabled(self._validate and pyro.distributions.is_validation_enabled()), \
+                ObservedSite("y") as y_site:
             loss = self.loss_fn(self._batch_x, self.y_train[idx], num_data=self.num_data)
+        self._validate = False
         with local_params():  # the modules' own parameters, as in the loss (pyroinv.model.scope)
             if self.laplace is not None:  # the body's prior, where the Laplace evidence covers it
                 loss = loss + self.laplace.weight_penalty()

@@ -70,7 +70,7 @@ class Invariance(PyroinvModule):
         eta_active = self.eta_active
         full = torch.zeros(6, dtype=eta_active.dtype, device=eta_active.device)
         if self.active:
-            full = full.index_put((torch.tensor(self.active, device=eta_active.device),), eta_active)
+            full = full.index_put((lie.index_tensor(self.active, eta_active.device),), eta_active)
         return lie.apply_ties(full, self.preset)
 
     def sample_transforms(self, num_samples: int, sampling: str = "stochastic") -> torch.Tensor:

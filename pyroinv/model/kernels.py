@@ -310,7 +310,8 @@ def warp_adjoint(images: torch.Tensor, T: torch.Tensor, method: str = "auto") ->
     Args:
         images: ``(B, C, h, w)``; T: ``(S, 3, 3)``.
         method: ``"sparse"`` (one sparse matrix product), ``"kernel"`` (grid_sample's backward
-            kernel) or ``"auto"``: sparse on the CPU, the kernel on other devices.
+            kernel) or ``"auto"``: sparse on the CPU, the kernel on other devices. Under ``torch.jit.trace`` (Pyro's
+            ``JitTrace_ELBO``) always sparse: the tracer cannot record the kernel's call (its output mask).
 
     Returns:
         ``(S, B, C*h*w)``; with the sparse method a transposed view of a ``(C*h*w, S*B)`` matrix (C = 1), which
@@ -318,7 +319,7 @@ def warp_adjoint(images: torch.Tensor, T: torch.Tensor, method: str = "auto") ->
     """
     if method not in ADJOINT_METHODS:
         raise ValueError(f"unknown adjoint method {method!r}; choose one of {', '.join(ADJOINT_METHODS)}")
-    sparse = method == "sparse" or (method == "auto" and images.device.type == "cpu")
+    sparse = method == "sparse" or (method == "auto" and images.device.type == "cpu") or torch.jit.is_tracing()
     h, w = images.shape[-2:]
     grid = F.affine_grid(T[:, :2, :].to(images.dtype), [T.shape[0], 1, h, w], align_corners=False)
     return _AdjointWarp.apply(images, grid, sparse)

@@ -56,7 +56,14 @@ def apply_ties(values: torch.Tensor, preset: str) -> torch.Tensor:
     index = list(range(values.shape[-1]))
     for follower, leader in ties.items():
         index[follower] = leader
-    return values[..., index]
+    return values.index_select(-1, index_tensor(tuple(index), values.device))
+
+
+@functools.lru_cache(maxsize=None)
+def index_tensor(index: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """``torch.tensor(index)`` on ``device``, made once: indexing a device tensor with a Python list copies the list
+    to the device at every call, and that copy waits for the device."""
+    return torch.tensor(index, dtype=torch.long, device=device)
 
 #: Deterministic grids larger than this are refused (the curse of dimensionality of §3.5).
 MAX_GRID_POINTS = 4096
@@ -88,11 +95,37 @@ def transforms(eta: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
         eps: ``(S, 6)`` noise in ``[-1, 1]``.
     """
     A = torch.einsum("sk,kij->sij", eps * eta, _generators(eta.dtype, eta.device))
-    if A.device.type == "cpu":
-        return torch.linalg.matrix_exp(A)
-    # S 3x3 exponentials are too small for an accelerator: there matrix_exp launches dozens of kernels
-    # and waits on the device to pick its degree; on the CPU it costs microseconds (gradients flow through)
-    return torch.linalg.matrix_exp(A.cpu()).to(A.device)
+    return expm(A)
+
+
+def expm(A: torch.Tensor) -> torch.Tensor:
+    """``exp(A)`` of a batch of small matrices: ``torch.linalg.matrix_exp`` on the CPU (it costs microseconds there);
+    elsewhere :func:`expm_taylor`, which stays on the device. ``matrix_exp`` on an accelerator launches dozens of
+    kernels and reads the norm back to choose its degree, and copying ``A`` to the CPU waits for the device as
+    well: either way a training step would stop for the device to catch up."""
+    return torch.linalg.matrix_exp(A) if A.device.type == "cpu" else expm_taylor(A)
+
+
+#: :func:`expm_taylor`'s squarings s and Taylor degree m (see there)
+TAYLOR_SQUARINGS, TAYLOR_DEGREE = 4, 14
+
+
+def expm_taylor(A: torch.Tensor, squarings: int = TAYLOR_SQUARINGS, degree: int = TAYLOR_DEGREE) -> torch.Tensor:
+    """``exp(A) = (T_m(A / 2^s))^(2^s)`` with ``T_m`` the degree-m Taylor polynomial, by Horner's rule: a fixed
+    number of batched products (m + s kernels), with no branch on the data, so nothing is read back to the host.
+
+    The truncation error of ``T_m(B)`` is at most ``||B||^(m+1) / (m+1)! e^||B||``: with s = 4 and m = 14 below
+    ``1e-7`` relative for ``||A|| <= 32``, far beyond the transforms' range (``|eps eta| <= pi`` for rotation);
+    each squaring doubles the rounding error, so float32 results differ from ``matrix_exp`` by up to ``2e-6``
+    (``tests/model/test_lie.py``). Gradients flow through the products."""
+    B = A / (2 ** squarings)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
+    P = eye
+    for k in range(degree, 0, -1):  # P <- I + B P / k
+        P = torch.baddbmm(eye, B, P, alpha=1.0 / k) if A.dim() == 3 else eye + B @ P / k
+    for _ in range(squarings):
+        P = P @ P
+    return P
 
 
 #: how the S values of ``eps`` are drawn: ``U[-1, 1]^k`` (:func:`stochastic_eps`) or a grid (:func:`deterministic_eps`)
@@ -101,11 +134,16 @@ SAMPLINGS = ("stochastic", "deterministic")
 
 def stochastic_eps(num_samples: int, active: Sequence[int], generator: torch.Generator | None = None,
                    dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
-    """``(S, 6)`` with ``U[-1, 1]`` noise in the active columns and zeros elsewhere."""
+    """``(S, 6)`` with ``U[-1, 1]`` noise in the active columns and zeros elsewhere, drawn on ``device`` (or on
+    ``generator``'s device, then moved)."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
     eps = torch.zeros(num_samples, 6, dtype=dtype, device=device)
     if active:
-        u = torch.rand(num_samples, len(active), generator=generator, dtype=dtype, device="cpu").to(device)
-        eps[:, list(active)] = 2.0 * u - 1.0
+        u = torch.rand(num_samples, len(active), generator=generator, dtype=dtype,
+                       device=generator.device if generator is not None else device)
+        if u.device != device:
+            u = u.to(device)
+        eps = eps.index_copy(1, index_tensor(tuple(active), device), 2.0 * u - 1.0)
     return eps
 
 

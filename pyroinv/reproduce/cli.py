@@ -15,7 +15,8 @@ from .runner import DaskRunner, Job, cuda_devices, parse_resources
 
 ROOT = project_root()
 #: cells trained at once on each GPU by default (a whole step at batch 128 is launch-bound: one cell leaves the
-#: card mostly idle); ``scripts/gpu_grid.sh --sweep`` measures cells per hour against this number
+#: card mostly idle). Measured on an H200: 4 keep it busy (about 110 paper cells an hour), 8 add nothing
+#: (docs/RESULTS.md, "The paper protocol on a GPU"); ``scripts/gpu_grid.sh --sweep`` measures it again
 GPU_CELLS = 4
 #: the runs the published tables in docs/RESULTS.md are made from
 PUBLISHED_RUNS = ROOT / "runs" / "reproduce"

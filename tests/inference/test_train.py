@@ -112,3 +112,69 @@ def test_min_steps_lengthens_a_run_on_a_small_training_set_by_whole_epochs():
     assert _trainer(epochs=2).total_steps == 2 * trainer.steps_per_epoch
     with pytest.raises(Exception, match="--min-steps must be a non-negative whole number"):
         Config(min_steps=-1).validate()
+
+
+#: what reads a tensor's value back to the host (on a GPU each waits for the device to finish the queued work)
+_HOST_READS = ("item", "__bool__", "__float__", "__int__", "tolist", "numpy", "cpu")
+
+
+@pytest.mark.parametrize("inference", ["vi", "ml", "map"])
+def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inference):
+    """After the first step (which checks the distributions' arguments), ``train_step(sync=False)`` reads no tensor
+    value on the host and copies nothing from the host: on a GPU it queues its kernels and returns. The device's
+    exponential (:func:`pyroinv.model.lie.expm_taylor`) is used here on the CPU, as on an accelerator."""
+    import pyroinv.model.lie as lie
+
+    monkeypatch.setattr(lie, "expm", lie.expm_taylor)
+    tr = _trainer(inference=inference, batch_size=8)  # four steps an epoch: the epoch's permutation is drawn once
+    first = tr.train_step(sync=False)
+    calls: list[str] = []
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return fn(*args, **kwargs)
+        return wrapper
+
+    def copied_to_a_device(name, fn):  # a host list or array, or a tensor, sent to a named device
+        def wrapper(*args, **kwargs):
+            if kwargs.get("device") is not None or any(isinstance(a, (str, torch.device)) for a in args):
+                calls.append(name)
+            return fn(*args, **kwargs)
+        return wrapper
+
+    for name in _HOST_READS:
+        monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+    for name in ("tensor", "as_tensor"):
+        monkeypatch.setattr(torch, name, copied_to_a_device(name, getattr(torch, name)))
+    monkeypatch.setattr(torch.Tensor, "to", copied_to_a_device("to", torch.Tensor.to))
+    tr.train_step(sync=False)
+    tr.train_step(sync=False)
+    monkeypatch.undo()
+    assert calls == [], f"host reads in a training step: {sorted(set(calls))}"
+    assert first["step"] == 1 and tr.step == 3 and torch.isfinite(tr._loss)
+
+
+def test_argument_checks_run_on_the_first_step_only_and_the_caller_s_setting_is_kept():
+    import pyro
+
+    tr = _trainer()
+    seen = []
+    real = tr.loss_fn.forward
+
+    def spy(*args, **kwargs):
+        seen.append(pyro.distributions.is_validation_enabled())
+        return real(*args, **kwargs)
+
+    tr.loss_fn.forward = spy
+    before = pyro.distributions.is_validation_enabled()
+    for _ in range(3):
+        tr.train_step(sync=False)
+    assert seen == [before, False, False]
+    assert pyro.distributions.is_validation_enabled() == before
+    with pyro.validation_enabled(False):
+        tr2 = _trainer()
+        tr2.loss_fn.forward = spy
+        seen.clear()
+        tr2.train_step(sync=False)
+        assert seen == [False]

@@ -1,12 +1,14 @@
 """The switch of the fast paths, and each kernel against the formula it replaces."""
 import contextlib
+import warnings
 
 import pytest
 import torch
 
-from pyroinv.model import kernels
+from pyroinv.model import kernels, lie
 from pyroinv.model.invariance import Invariance
 from pyroinv.model.networks import InvariantFeatures
+from tests.conftest import DEVICES
 
 
 def test_plain_turns_the_kernels_off_and_restores_the_switch():
@@ -88,3 +90,27 @@ def test_the_guides_draw_is_the_parents_draw_without_a_copy_of_l_per_draw():
     torch.testing.assert_close(a, b)
     for x, y in zip(ga, gb):
         torch.testing.assert_close(x, y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("method", ["auto", "kernel"])
+def test_the_adjoint_warp_traces_under_torch_jit(device, method):
+    """Pyro's JitTrace_ELBO traces the model: the grid-sample kernel's call cannot be recorded, so a trace takes the
+    sparse product, with the kernel's values and gradients."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 1, 8, 8, generator=g).to(device)
+    eta = torch.tensor([0.1, 0.0, 1.2, 0.1, 0.0, 0.0], device=device, requires_grad=True)
+    eps = lie.stochastic_eps(4, range(6), generator=g).to(device)
+
+    def f(images, eta):
+        return kernels.warp_adjoint(images, lie.transforms(eta, eps), method=method)
+
+    eager = f(x, eta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on Python values taken from shapes
+        traced = torch.jit.trace(f, (x, eta), check_trace=False)
+    out = traced(x, eta)
+    torch.testing.assert_close(out, eager, rtol=1e-5, atol=1e-6)
+    (g_eager,) = torch.autograd.grad(eager.square().sum(), eta)
+    (g_traced,) = torch.autograd.grad(out.square().sum(), eta)
+    torch.testing.assert_close(g_traced, g_eager, rtol=1e-4, atol=1e-5)

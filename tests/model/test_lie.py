@@ -112,7 +112,7 @@ def test_set_eta_respects_the_constraint(constraint):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_transforms_and_their_gradient_on_every_device(device):
-    """On an accelerator the exponentials are taken on the CPU: same values, gradients reach eta there."""
+    """On an accelerator the exponentials stay there (expm_taylor): the CPU's values, gradients reach eta."""
     eta = torch.tensor([0.2, -0.1, 1.3, 0.1, -0.2, 0.05], dtype=torch.float64, requires_grad=True)
     eps = lie.stochastic_eps(7, range(6), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     eta_d = eta.detach().to(device).requires_grad_(True)
@@ -124,6 +124,26 @@ def test_transforms_and_their_gradient_on_every_device(device):
     (g_d,) = torch.autograd.grad(T_d.square().sum(), eta_d)
     assert g.abs().min() > 0
     torch.testing.assert_close(g_d.cpu(), g)
+
+
+@pytest.mark.parametrize("norm", [0.05, 1.0, math.pi, 8.0, 32.0])
+def test_expm_taylor_matches_matrix_exp(norm):
+    """The device's fixed-degree exponential (no branch on the data) against torch's, values and gradients."""
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(64, 3, 3, generator=g, dtype=torch.float64)
+    A[:, 2] = 0.0  # affine: the last row of a generator combination is zero
+    A = (A * norm / torch.linalg.matrix_norm(A, ord=2).reshape(-1, 1, 1)).requires_grad_(True)
+    ref = torch.linalg.matrix_exp(A)
+    got = lie.expm_taylor(A)
+    scale = ref.detach().abs().amax()
+    assert float((got - ref).detach().abs().amax() / scale) < 1e-6
+    got32 = lie.expm_taylor(A.detach().float()).double()
+    assert float((got32 - ref.detach()).abs().amax() / scale) < 5e-6
+    w = torch.randn(64, 3, 3, generator=g, dtype=torch.float64)
+    (g_ref,) = torch.autograd.grad((ref * w).sum(), A)
+    (g_got,) = torch.autograd.grad((got * w).sum(), A)
+    assert float((g_got - g_ref).abs().amax() / g_ref.abs().amax()) < 1e-6
+    torch.testing.assert_close(lie.expm_taylor(A.detach()[0]), ref.detach()[0], rtol=1e-6, atol=1e-9)  # one matrix
 
 
 def test_generators_are_fresh_copies():
