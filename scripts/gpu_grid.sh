@@ -15,7 +15,8 @@
 #   --tables "..."   tables in order (default: the order below)
 #   --jobs N         cells at once without a GPU (on a GPU: --cells-per-gpu)
 #   --cells-per-gpu K  cells at once on each GPU (default: reproduce.py's)
-#   --benchmark      first time a whole training step against the network floor (scripts/benchmark.py)
+#   --benchmark      first run the CUDA-only tests, then time a whole training step against the network floor
+#                    (scripts/benchmark.py)
 #   --sweep "1 2 4 8"  instead of the grid, measure cells per hour at each number of concurrent cells
 #                      (short paper-size cells in a scratch folder; writes DIR/sweep.json with --pack)
 set -euo pipefail
@@ -86,7 +87,11 @@ print(f"gpu_grid: torch {torch.__version__} on {device_name(dev)}")
 EOF
 
 if [ "$BENCH" = 1 ]; then
-  # A failed or overlong benchmark is reported and the cells still run: they are what the lease is for.
+  # The tests that need CUDA (they skip elsewhere), among them that a training step never waits for the device;
+  # then the step against the network floor. A failure is reported and the cells still run.
+  { timeout 180 "$PY" -m pytest -q -p no:cacheprovider -k cuda tests/model tests/inference/test_train.py \
+      tests/inference/test_benchmark.py || echo "gpu_grid: the CUDA tests failed or timed out (exit $?)"; } 2>&1 \
+    | tee -a "$LOG"
   for extra in "--eval-batches 128" "--pyro-elbos"; do
     { timeout 90 "$PY" scripts/benchmark.py --device cuda --batches 128 --networks relu $extra \
         || echo "gpu_grid: scripts/benchmark.py $extra failed or timed out (exit $?)"; } 2>&1 | tee -a "$LOG"

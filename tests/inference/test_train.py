@@ -178,3 +178,21 @@ def test_argument_checks_run_on_the_first_step_only_and_the_caller_s_setting_is_
         seen.clear()
         tr2.train_step(sync=False)
         assert seen == [False]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("inference", ["vi", "ml"])
+def test_a_cuda_training_step_never_synchronises(inference):
+    """On a GPU, torch itself raises on any call that waits for the device (``set_sync_debug_mode("error")``):
+    steps after the first queue their kernels and return."""
+    cfg = Config(hidden=8, samples=2, epochs=1, batch_size=8, device="cuda", inference=inference)
+    tr = Trainer(cfg, _data())
+    tr.train_step(sync=False)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        tr.train_step(sync=False)
+        tr.train_step(sync=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert tr.step == 3 and torch.isfinite(tr._loss)
