@@ -164,8 +164,9 @@ class Trainer:
         ``sync=False`` leaves the loss on the device: nothing waits for the step to finish, so on a GPU the next
         step is queued while this one runs (no value is read back: the ELBO is
         :class:`~pyroinv.inference.device_elbo.DeviceTrace_ELBO`, the transforms' exponentials stay on the device,
-        and the distributions' argument checks run on the first step only). :meth:`losses`, :attr:`last_batch_nll` and :meth:`first_nonfinite`
-        read the values when they are needed (at a metrics record or a checkpoint)."""
+        and the distributions' argument checks run on the first step only). :meth:`losses`,
+        :attr:`last_batch_nll` and :meth:`first_nonfinite` read the values when they are needed (at a metrics
+        record or a checkpoint)."""
         t0 = time.perf_counter()
         idx = self.batch_indices(self.step)
         lr = self.optimizer.param_groups[0]["lr"]
