@@ -82,7 +82,7 @@ class Invariance(PyroinvModule):
             eps = lie.deterministic_eps(num_samples, self.active, dtype=eta.dtype, device=eta.device)
         else:
             raise ConfigError(f"unknown sampling {sampling!r}; choose one of {', '.join(lie.SAMPLINGS)}")
-        return lie.transforms(eta, lie.apply_ties(eps, self.preset))
+        return lie.transforms(eta, lie.apply_ties(eps, self.preset), self.active)
 
     @torch.no_grad()
     def set_eta(self, generator: int, raw: float) -> None:

@@ -87,15 +87,29 @@ def _generators(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return G
 
 
-def transforms(eta: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+def transforms(eta: torch.Tensor, eps: torch.Tensor, active: Sequence[int] | None = None) -> torch.Tensor:
     """``T_i = expm(sum_k eps[i, k] eta[k] G_k)``, shape ``(S, 3, 3)``.
 
     Args:
         eta: ``(6,)`` invariance parameters (zero for inactive generators).
         eps: ``(S, 6)`` noise in ``[-1, 1]``.
+        active: the active generators, when known: off the CPU, rotation alone takes its closed form
+            (:func:`rotation_matrices`, a few kernels where the general exponential takes dozens).
     """
+    if active is not None and tuple(active) == (ROTATE,) and not on_host(eta):
+        return rotation_matrices(eps[:, ROTATE] * eta[ROTATE])
     A = torch.einsum("sk,kij->sij", eps * eta, _generators(eta.dtype, eta.device))
     return expm(A)
+
+
+#: the index of the rotation generator in :data:`GENERATOR_NAMES`
+ROTATE = GENERATOR_NAMES.index("rotate")
+
+
+def on_host(t: torch.Tensor) -> bool:
+    """Whether ``t`` lives on the CPU, where the exponentials are ``torch.linalg.matrix_exp``'s (elsewhere they are
+    computed without reading anything back to the host)."""
+    return t.device.type == "cpu"
 
 
 def expm(A: torch.Tensor) -> torch.Tensor:
@@ -103,7 +117,15 @@ def expm(A: torch.Tensor) -> torch.Tensor:
     elsewhere :func:`expm_taylor`, which stays on the device. ``matrix_exp`` on an accelerator launches dozens of
     kernels and reads the norm back to choose its degree, and copying ``A`` to the CPU waits for the device as
     well: either way a training step would stop for the device to catch up."""
-    return torch.linalg.matrix_exp(A) if A.device.type == "cpu" else expm_taylor(A)
+    return torch.linalg.matrix_exp(A) if on_host(A) else expm_taylor(A)
+
+
+def rotation_matrices(theta: torch.Tensor) -> torch.Tensor:
+    """``exp(theta G_rot) = [[cos, -sin, 0], [sin, cos, 0], [0, 0, 1]]`` for each angle of ``theta``, shape
+    ``(*theta.shape, 3, 3)``: the exponential of Appendix E's rotation generator in closed form."""
+    c, s = torch.cos(theta), torch.sin(theta)
+    zero, one = torch.zeros_like(theta), torch.ones_like(theta)
+    return torch.stack([c, -s, zero, s, c, zero, zero, zero, one], dim=-1).reshape(*theta.shape, 3, 3)
 
 
 #: :func:`expm_taylor`'s squarings s and Taylor degree m (see there)

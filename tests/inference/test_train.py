@@ -118,15 +118,17 @@ def test_min_steps_lengthens_a_run_on_a_small_training_set_by_whole_epochs():
 _HOST_READS = ("item", "__bool__", "__float__", "__int__", "tolist", "numpy", "cpu")
 
 
-@pytest.mark.parametrize("inference", ["vi", "ml", "map"])
-def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inference):
+@pytest.mark.parametrize("inference, invariance", [("vi", "rotation"), ("ml", "rotation"), ("map", "rotation"),
+                                                   ("vi", "affine")])
+def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inference, invariance):
     """After the first step (which checks the distributions' arguments), ``train_step(sync=False)`` reads no tensor
     value on the host and copies nothing from the host: on a GPU it queues its kernels and returns. The device's
-    exponential (:func:`pyroinv.model.lie.expm_taylor`) is used here on the CPU, as on an accelerator."""
+    exponentials (the rotation's closed form; :func:`pyroinv.model.lie.expm_taylor` for the affine group) are used
+    here on the CPU, as on an accelerator."""
     import pyroinv.model.lie as lie
 
-    monkeypatch.setattr(lie, "expm", lie.expm_taylor)
-    tr = _trainer(inference=inference, batch_size=8)  # four steps an epoch: the epoch's permutation is drawn once
+    monkeypatch.setattr(lie, "on_host", lambda t: False)
+    tr = _trainer(inference=inference, invariance=invariance, batch_size=8)  # four steps an epoch: one permutation
     first = tr.train_step(sync=False)
     calls: list[str] = []
 

@@ -146,6 +146,22 @@ def test_expm_taylor_matches_matrix_exp(norm):
     torch.testing.assert_close(lie.expm_taylor(A.detach()[0]), ref.detach()[0], rtol=1e-6, atol=1e-9)  # one matrix
 
 
+def test_rotation_alone_takes_its_closed_form_off_the_cpu(monkeypatch):
+    """exp(theta G_rot) as cos and sin: matrix_exp's values and gradients; the CPU keeps matrix_exp itself."""
+    eta = torch.tensor([0.0, 0.0, 2.9, 0.0, 0.0, 0.0], dtype=torch.float64, requires_grad=True)
+    eps = lie.stochastic_eps(9, (2,), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ref = lie.transforms(eta, eps)
+    assert torch.equal(lie.transforms(eta, eps, active=(2,)), ref)  # on the CPU: the same computation
+    monkeypatch.setattr(lie, "on_host", lambda t: False)  # as on an accelerator
+    got = lie.transforms(eta, eps, active=(2,))
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-14)
+    w = torch.randn(9, 3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    (g_ref,) = torch.autograd.grad((ref * w).sum(), eta)
+    (g_got,) = torch.autograd.grad((got * w).sum(), eta)
+    torch.testing.assert_close(g_got, g_ref)
+    assert lie.rotation_matrices(torch.zeros(2, 4)).shape == (2, 4, 3, 3)
+
+
 def test_generators_are_fresh_copies():
     G = lie.generators()
     G.zero_()
