@@ -9,6 +9,7 @@ learning rate and the wall time.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -16,7 +17,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -225,6 +226,14 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     return finish(trainer, folder.path, quiet=quiet, signals=signals)
 
 
+@contextlib.contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall time of the block to ``phases[name]`` (seconds)."""
+    t0 = time.perf_counter()
+    yield
+    phases[name] = round(phases.get(name, 0.0) + time.perf_counter() - t0, 3)
+
+
 def _w2_estimate(guide) -> torch.Tensor | None:
     """The guide's estimate of ``W2`` (the point, or q's mean) as a start for the mode; ``None`` for an AutoGuide."""
     for name in ("W2_hat", "loc"):
@@ -246,34 +255,41 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         signals.raise_now("the final evaluation, plots and ArviZ export")
     m = method(cfg.inference)
     t0 = time.perf_counter()
+    phases: dict[str, float] = {}
     model, guide = trainer.model, trainer.guide
     torch.manual_seed(cfg.seed + 1)
-    # one pass over the test set gives the test metrics and the ArviZ groups
-    pp = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
-    test = pp.metrics()
+    with _timed(phases, "test"):  # one pass over the test set gives the test metrics and the ArviZ groups
+        pp = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
+        test = pp.metrics()
     valid = {}
     if trainer.valid is not None:  # the same predictive on the images held out of the training set
         torch.manual_seed(cfg.seed + 1)  # the same draws as the test pass (and as evaluate.py --split valid)
-        v = posterior_predictive(model, guide, *trainer.valid, draws=cfg.eval_draws).metrics()
+        with _timed(phases, "valid"):
+            v = posterior_predictive(model, guide, *trainer.valid, draws=cfg.eval_draws).metrics()
         valid = {"valid_accuracy": v["accuracy"], "valid_nll": v["nll"], "valid_size": int(trainer.valid[1].shape[0])}
     # at least 32 draws of W2 in all (one per batch of 500): a single draw on a small data set is far too noisy
     draws = max(1, math.ceil(32 / math.ceil(len(trainer.y_train) / 500)))
-    elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
+    with _timed(phases, "train_elbo"):
+        elbo = elbo_per_datapoint(model, guide, trainer.x_train, trainer.y_train, draws=draws)
     # a second estimate of log p(D | eta), beside the ELBO: the Laplace evidence of W2 at the trained body (the logits
     # averaged, so that the last-layer GGN is the exact Hessian; a proper prior)
-    evidence = laplace_evidences(cfg, model, trainer.x_train, trainer.y_train, cfg.seed, _w2_estimate(guide)) \
-        if model.average == "logits" and model.prior_kind == "normal" else {}
-    idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
-                        cfg.export_draws, seed=cfg.seed)
+    with _timed(phases, "laplace"):
+        evidence = laplace_evidences(cfg, model, trainer.x_train, trainer.y_train, cfg.seed, _w2_estimate(guide)) \
+            if model.average == "logits" and model.prior_kind == "normal" else {}
+    with _timed(phases, "arviz"):
+        idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
+                            cfg.export_draws, seed=cfg.seed)
     inv = model.invariance
     eta = inv.eta.detach().cpu()
     records = folder.metrics()
-    if records:
-        plot_eta(records, inv.active, folder / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
-        plot_curves(records, folder / "curves.png", objective=m.objective.label)
-    if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
-        plot_filter_banks(model.features, folder / "filters.png")
-    save_inference_data(idata, folder / "posterior.nc")
+    with _timed(phases, "plots"):
+        if records:
+            plot_eta(records, inv.active, folder / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
+            plot_curves(records, folder / "curves.png", objective=m.objective.label)
+        if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
+            plot_filter_banks(model.features, folder / "filters.png")
+    with _timed(phases, "arviz"):
+        save_inference_data(idata, folder / "posterior.nc")
     results = folder.write_results(RunResults(
         dataset=cfg.dataset, invariance=cfg.invariance, network=cfg.network, inference=cfg.inference,
         test_accuracy=test["accuracy"], test_nll=test["nll"],
@@ -282,7 +298,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device), **evidence, **valid))
+        device_name=device_name(trainer.device), eval_phases_s=phases, **evidence, **valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:

@@ -90,6 +90,8 @@ class RunResults:
     valid_accuracy: float | None = None
     valid_nll: float | None = None
     valid_size: int | None = None
+    #: the wall time of each part of ``eval_wall_time_s`` (test, validation, training ELBO, Laplace, ArviZ, plots)
+    eval_phases_s: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
