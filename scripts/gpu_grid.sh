@@ -94,17 +94,18 @@ EOF
 if [ "$MPS" = 1 ]; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/pyroinv-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/pyroinv-mps/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d 2>&1 | tee -a "$LOG" \
+  if ! command -v nvidia-cuda-mps-control >/dev/null; then
+    why="there is no nvidia-cuda-mps-control here"
+  elif nvidia-cuda-mps-control -d 2>&1 | tee -a "$LOG" \
       && "$PY" -c "import torch; torch.ones(1, device='cuda').sum().item()" 2>>"$LOG"; then
+    why=""
     trap 'echo quit | nvidia-cuda-mps-control' EXIT
     echo "gpu_grid: cells share each GPU through MPS" | tee -a "$LOG"
   else
-    if command -v nvidia-cuda-mps-control >/dev/null; then
-      { echo quit | nvidia-cuda-mps-control; } >/dev/null 2>&1 || true
-      why="MPS did not start or CUDA did not open under it (see above)"
-    else
-      why="there is no nvidia-cuda-mps-control here"
-    fi
+    { echo quit | nvidia-cuda-mps-control; } >/dev/null 2>&1 || true
+    why="MPS did not start or CUDA did not open under it (see above)"
+  fi
+  if [ -n "$why" ]; then
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     echo "gpu_grid: $why; the cells share each GPU by time slices" | tee -a "$LOG"
   fi

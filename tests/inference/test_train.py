@@ -132,24 +132,23 @@ def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inferen
     first = tr.train_step(sync=False)
     calls: list[str] = []
 
-    def counted(name, fn):
-        def wrapper(*args, **kwargs):
-            calls.append(name)
-            return fn(*args, **kwargs)
-        return wrapper
+    def names_a_device(*args, **kwargs) -> bool:  # a host list or array, or a tensor, sent to a named device
+        return kwargs.get("device") is not None or any(isinstance(a, (str, torch.device)) for a in args)
 
-    def copied_to_a_device(name, fn):  # a host list or array, or a tensor, sent to a named device
+    def counted(owner, name, when=lambda *args, **kwargs: True):
+        fn = getattr(owner, name)
+
         def wrapper(*args, **kwargs):
-            if kwargs.get("device") is not None or any(isinstance(a, (str, torch.device)) for a in args):
+            if when(*args, **kwargs):
                 calls.append(name)
             return fn(*args, **kwargs)
-        return wrapper
+        monkeypatch.setattr(owner, name, wrapper)
 
     for name in _HOST_READS:
-        monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+        counted(torch.Tensor, name)
     for name in ("tensor", "as_tensor"):
-        monkeypatch.setattr(torch, name, copied_to_a_device(name, getattr(torch, name)))
-    monkeypatch.setattr(torch.Tensor, "to", copied_to_a_device("to", torch.Tensor.to))
+        counted(torch, name, names_a_device)
+    counted(torch.Tensor, "to", names_a_device)
     tr.train_step(sync=False)
     tr.train_step(sync=False)
     monkeypatch.undo()
