@@ -14,7 +14,10 @@ Each *training step* here is the forward and backward pass of the network part o
 ``pyroinv-compiled`` (only with ``--compile``): the pyroinv step with its loss (transforms, warp, features,
 Monte-Carlo log-likelihood) wrapped in ``torch.compile``; its first call, which compiles, is timed apart.
 
-``svi``: a whole training step, :meth:`pyroinv.inference.train.Trainer.train_step` (pyroinv's path inside).
+``svi``: a whole training step, :meth:`pyroinv.inference.train.Trainer.train_step` (pyroinv's path inside), timed
+two ways: each step waited for (``sync=True``: the host's work and the device's add up), and steps queued back to
+back as training runs them (``sync=False``, one wait at the end: on a GPU the host prepares the next step while the
+device runs this one, so a step costs the larger of the two). On the CPU the two are the same work.
 
 Evaluation throughput: images per second over a test set with a fixed set of S transforms, either
 re-warping the weights for every batch (naive) or warping them once (pyroinv).
@@ -97,10 +100,11 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
 
 
 def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
-                      device: str = "cpu", guide: str = "cholesky", num_train: int | None = None) -> Callable[[], dict]:
+                      device: str = "cpu", guide: str = "cholesky", num_train: int | None = None
+                      ) -> Callable[..., dict]:
     """One full training step of :class:`pyroinv.inference.train.Trainer` (Trace_ELBO with the model, the
     guide (the paper's Cholesky guide, or a Pyro AutoGuide) and fused Adam, the paper's defaults otherwise) on
-    ``num_train`` random 28x28 images (default four batches)."""
+    ``num_train`` random 28x28 images (default four batches): the trainer's ``train_step(sync=True)``."""
     import numpy as np
 
     from ..config import Config
@@ -165,6 +169,15 @@ def predictive_function(hidden: int = 512, samples: int = 16, n_test: int = 1000
     x = torch.rand(n_test, 1, 28, 28, device=device)
     predictive = Predictive(model, guide=guide, num_samples=num_samples, return_sites=["y", "W2"])
     return lambda: predictive(x)
+
+
+def queued(step: Callable[..., object], steps: int) -> Callable[[], None]:
+    """``steps`` training steps queued back to back (``step(sync=False)``), as training runs them; time it with
+    :func:`time_call` (which waits for the device at the end) and divide by ``steps``."""
+    def run() -> None:
+        for _ in range(steps):
+            step(sync=False)
+    return run
 
 
 def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, device: str = "cpu") -> float:

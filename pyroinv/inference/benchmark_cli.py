@@ -33,7 +33,8 @@ def measure(args) -> dict:
 def _measure(args) -> dict:
     import torch
 
-    from pyroinv.inference.benchmark import COMPILED, eval_function, peak_memory_mb, step_function, svi_step_function, time_call
+    from pyroinv.inference.benchmark import (COMPILED, eval_function, peak_memory_mb, queued, step_function,
+                                             svi_step_function, time_call)
 
     torch.set_num_threads(args.threads)
     if args.kind == "predictive":
@@ -49,9 +50,16 @@ def _measure(args) -> dict:
                                     batch=args.batch, device=args.device)
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
     elif args.kind == "svi":
-        fn = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
-                               device=args.device, guide=args.guide, num_train=args.step_data)
-        seconds = time_call(fn, repeats=args.repeats, device=args.device)
+        step = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
+                                 device=args.device, guide=args.guide, num_train=args.step_data)
+        result = {"seconds": time_call(step, repeats=args.repeats, device=args.device),
+                  "peak_mb": peak_memory_mb(args.device)}
+        if args.queued:
+            result["queued_seconds"] = time_call(queued(step, QUEUED_STEPS), repeats=max(1, args.repeats // 3),
+                                                 warmup=1, device=args.device) / QUEUED_STEPS
+        if args.profile:
+            result["profile"] = profile_table(queued(step, 1), args.device)
+        return result
     elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
                            batch=args.batch, device=args.device)
@@ -74,9 +82,16 @@ def _measure(args) -> dict:
     return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device)}
 
 
+#: training steps queued back to back in the whole step's ``queued`` timing
+QUEUED_STEPS = 10
+
+
 def profile_table(fn, device: str, steps: int = 3, rows: int = 12) -> str:
-    """torch.profiler's table of the operators that take the most time over ``steps`` calls."""
+    """torch.profiler's table of the operators that take the most time over ``steps`` calls, headed by how much work
+    a call launches: on CUDA the kernels, copies and fills the device runs; on the CPU the operators called from
+    Python (their inner operators not counted)."""
     import torch
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device == "cuda"
@@ -85,8 +100,25 @@ def profile_table(fn, device: str, steps: int = 3, rows: int = 12) -> str:
             fn()
         if cuda:
             torch.cuda.synchronize()
+    events = prof.events()
+    if cuda:
+        launched = sum(e.device_type == DeviceType.CUDA for e in events)
+        what = "device kernels, copies and fills"
+    else:
+        launched = sum(e.name.startswith("aten::") and not _inside_an_operator(e) for e in events)
+        what = "operators"
     key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    return f"{steps} steps:\n" + prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=40)
+    return (f"{steps} steps ({launched / steps:.0f} {what} a step):\n"
+            + prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=40))
+
+
+def _inside_an_operator(event) -> bool:
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def run_one(args, base: list[str], **kw) -> dict:
@@ -175,7 +207,8 @@ def main(argv=None) -> int:
     p.add_argument("--default-malloc", action="store_true",
                    help="leave the C allocator's settings alone (see pyroinv.run.runtime)")
     p.add_argument("--profile", action="store_true",
-                   help="also print torch.profiler's operator table of every pyroinv training step measured")
+                   help="also print torch.profiler's operator table of every pyroinv training step measured and of "
+                        "the whole training step (with the kernels a step launches)")
     p.add_argument("--compile", action="store_true",
                    help="also time the pyroinv training step with its loss wrapped in torch.compile")
     p.add_argument("--memory", action="store_true",
@@ -198,6 +231,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=128, help=argparse.SUPPRESS)
     p.add_argument("--num-train", type=int, default=2048, help=argparse.SUPPRESS)
     p.add_argument("--inference", default="vi", help=argparse.SUPPRESS)
+    p.add_argument("--queued", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
         args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
@@ -278,15 +312,20 @@ def main(argv=None) -> int:
                   f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |" + extra, flush=True)
             if "profile" in r["pyroinv"]:
                 profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
-    print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory})\n")
-    print("| network | batch | training step | of which the network (pyroinv above) | whole step / floor |\n"
-          "|---|---|---|---|---|")
+    print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory}): "
+          f"each step waited for, and {QUEUED_STEPS} steps queued back to back as training runs them (per step)\n")
+    print("| network | batch | training step | of which the network (pyroinv above) | whole step / floor | "
+          "queued steps | queued / floor |\n|---|---|---|---|---|---|---|")
     for net in args.networks:
         for batch in args.batches:
-            r = run_one(args, base, kind="svi", network=net, batch=batch)
+            r = run_one(args, base, kind="svi", network=net, batch=batch, queued=True,
+                        **({"profile": True} if args.profile else {}))
+            floor = floor_seconds[net, batch]
             print(f"| {net} | {batch} | {r['seconds']:.4f} s ({r['peak_mb']:.0f} MiB) | "
-                  f"{network_seconds[net, batch] / r['seconds']:.0%} | {r['seconds'] / floor_seconds[net, batch]:.1f}x |",
-                  flush=True)
+                  f"{network_seconds[net, batch] / r['seconds']:.0%} | {r['seconds'] / floor:.1f}x | "
+                  f"{r['queued_seconds']:.4f} s | {r['queued_seconds'] / floor:.1f}x |", flush=True)
+            if "profile" in r:
+                profiles.append(f"whole training step (queued), {net}, batch {batch}, {r['profile']}")
     print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")
     print("| network | eval batch | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|---|")
     for net in args.networks:

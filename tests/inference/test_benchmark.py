@@ -1,4 +1,5 @@
 """The benchmark's paths compute the same model and its script runs."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,14 @@ def test_benchmark_script_quick():
     assert "| relu | 16 |" in out.stdout and "naive / pyroinv" in out.stdout and "images per second" in out.stdout
     assert "| relu | 50 |" in out.stdout  # the evaluation row
     # the profile's table (which operators fill its top rows depends on the machine's load)
-    assert "pyroinv, relu, batch 16, 3 steps:" in out.stdout and "Self CPU time total" in out.stdout
-    assert "whole training step" in out.stdout
+    assert "pyroinv, relu, batch 16, 3 steps (" in out.stdout and "Self CPU time total" in out.stdout
+    # the whole step, waited for and queued as training runs it, and its profile with the work a step launches
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| relu | 16 | ") and "%" in line)
+    queued, ratio = row.strip("| ").split(" | ")[-2:]
+    assert float(queued.removesuffix(" s")) > 0 and ratio.endswith("x")
+    launched = re.search(r"whole training step \(queued\), relu, batch 16, 3 steps \((\d+) operators a step\)",
+                         out.stdout)
+    assert launched and int(launched.group(1)) > 50
 
 
 def test_benchmark_refuses_cuda_without_cuda(monkeypatch):
