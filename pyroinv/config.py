@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .model import lie
@@ -13,7 +13,7 @@ from .model.lie import SAMPLINGS
 from .inference.methods import METHODS
 from .inference.objectives import LAPLACE
 from .model.bnn import AVERAGES
-from .model.registry import NETWORKS
+from .model.registry import CNN_CHANNELS, NETWORKS
 
 DEVICES = ("auto", "cpu", "cuda")
 #: what the Laplace evidence of ``--inference laplace`` covers: the output layer, or every fully connected layer
@@ -49,7 +49,8 @@ class Config:
     * ``jacobian=False``: the weight images are warped as in the paper, without the ``|det A|`` factor that
       would make the averaged features exactly invariant to input scaling (:func:`pyroinv.model.warp.jacobian`).
     * ``network="relu"`` is the paper's single hidden layer; ``mlp`` stacks ``depth`` such layers and ``cnn`` is a
-      small convolutional network (:mod:`pyroinv.model.registry`), beyond the paper.
+      small convolutional network with ``channels`` in its two convolutions (:mod:`pyroinv.model.registry`), beyond
+      the paper.
     * ``laplace_layers="last"``: ``--inference laplace`` learns ``eta`` on the Laplace evidence of ``W2``, the layer
       the paper treats as random; ``"all"`` covers every fully connected layer with learned prior precisions, LILA's
       scope (:mod:`pyroinv.inference.laplace_layers`).
@@ -82,6 +83,7 @@ class Config:
     average: str = "logits"
     hidden: int = 1024
     depth: int = 3
+    channels: list[int] = field(default_factory=lambda: list(CNN_CHANNELS))
     samples: int = 32
     sampling: str = "stochastic"
     init_eta: float | list[float] | None = None
@@ -149,6 +151,11 @@ class Config:
                               f"got {self.eta_warmup!r}")
         if not isinstance(self.min_steps, int) or isinstance(self.min_steps, bool) or self.min_steps < 0:
             raise ConfigError(f"--min-steps must be a non-negative whole number of steps, got {self.min_steps!r}")
+        if not (isinstance(self.channels, (list, tuple)) and len(self.channels) == 2
+                and all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in self.channels)):
+            raise ConfigError(f"--channels takes two positive integers (the CNN's two convolutions), "
+                              f"got {self.channels!r}")
+        self.channels = [int(c) for c in self.channels]  # as config.json holds it, so a resumed run compares equal
         if self.network == "mlp" and self.depth < 2:
             raise ConfigError(f"--depth {self.depth}: --network mlp has at least 2 hidden layers (--network relu is "
                               f"the paper's single one)")

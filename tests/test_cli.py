@@ -22,6 +22,9 @@ CASES = [
     (["--width-weight", "0.1"], "--width-weight applies to --inference augerino only, not vi"),
     (["--depth", "4"], "--depth applies to --network mlp only, not relu"),
     (["--network", "mlp", "--depth", "1"], "--depth 1: --network mlp has at least 2 hidden layers"),
+    (["--channels", "32", "64"], "--channels applies to --network cnn only, not relu"),
+    (["--network", "cnn", "--channels", "32"], "argument --channels: expected 2 arguments"),
+    (["--network", "cnn", "--channels", "32", "0"], "argument --channels: '0' must be positive"),
     (["--inference", "laplace", "--average", "probs"], "--inference laplace needs --average logits"),
     (["--min-steps", "-5"], "--min-steps must be a non-negative whole number of steps"),
 ]

@@ -74,7 +74,7 @@ def estimate(cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_tr
     F = H + 1
     gaussian = method(cfg.inference).bayesian  # a Cholesky q, else a point estimate of W2
     net = network(cfg.network)
-    body = FeatureSettings(hidden=H, depth=cfg.depth)
+    body = FeatureSettings(hidden=H, depth=cfg.depth, channels=tuple(cfg.channels))
     params = (K * F * F + 2 * K * F if gaussian else K * F) + net.parameters(body, tuple(input_shape))
     image = len(input_shape) == 3
     warped = S * (B if B < H or not net.weight_space else H) * D if image else 0

@@ -36,6 +36,7 @@ class FeatureSettings:
 
     hidden: int = 1024
     depth: int = 3
+    channels: tuple[int, int] = (16, 32)
     blur_sigma: float = 0.1
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
@@ -62,12 +63,12 @@ def _mlp(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSetting
     return DeepMLPFeatures(first, depth=s.depth, init_scale=s.init_scale)
 
 
-#: the CNN's two convolutions' channels
+#: the CNN's two convolutions' channels by default (``--channels``)
 CNN_CHANNELS = (16, 32)
 
 
 def _cnn(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
-    return ConvFeatures(input_shape, invariance, hidden=s.hidden, channels=CNN_CHANNELS, init_scale=s.init_scale)
+    return ConvFeatures(input_shape, invariance, hidden=s.hidden, channels=s.channels, init_scale=s.init_scale)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _first_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:
 
 def _cnn_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:
     C, h, w = shape if len(shape) == 3 else (1, 4, 4)
-    (c1, c2), k = CNN_CHANNELS, 25
+    (c1, c2), k = s.channels, 25
     return C * c1 * k + c1 + c1 * c2 * k + c2 + (c2 * (h // 4) * (w // 4) + 1) * s.hidden
 
 
@@ -111,9 +112,9 @@ NETWORKS: dict[str, Network] = {n.name: n for n in [
     Network("mlp", "--depth ReLU layers of --hidden units; the transforms on the first layer's weights", _mlp,
             lambda s, shape: _first_parameters(s, shape) + (s.depth - 1) * (s.hidden + 1) * s.hidden,
             lambda s, shape: s.depth * s.hidden, layer_laplace=True),
-    Network("cnn", "two 5x5 conv layers (16, 32 channels, max-pooled) and a ReLU layer of --hidden units; the "
+    Network("cnn", "two 5x5 conv layers (--channels, max-pooled) and a ReLU layer of --hidden units; the "
             "transforms on the inputs", _cnn, _cnn_parameters,
-            lambda s, shape: conv_activations(shape, s.hidden, CNN_CHANNELS) if len(shape) == 3 else s.hidden,
+            lambda s, shape: conv_activations(shape, s.hidden, s.channels) if len(shape) == 3 else s.hidden,
             weight_space=False),
 ]}
 

@@ -56,6 +56,19 @@ def test_parameter_counts_of_the_memory_estimate_are_the_networks_own(name):
     assert network(name).parameters(FeatureSettings(hidden=9, depth=3), (1, 12, 12)) == learned
 
 
+def test_the_cnn_takes_its_channels_from_the_configuration():
+    cfg = Config(network="cnn", hidden=9, samples=2, inference="map", channels=(3, 5)).validate()
+    assert cfg.channels == [3, 5]  # as config.json holds it: a resumed run compares equal
+    model, _ = build_model(cfg, (1, 12, 12), 10)
+    assert (model.features.conv1.out_channels, model.features.conv2.out_channels) == (3, 5)
+    learned = sum(p.numel() for n, p in model.features.named_parameters() if "invariance" not in n)
+    assert network("cnn").parameters(FeatureSettings(hidden=9, channels=(3, 5)), (1, 12, 12)) == learned
+    assert Config.from_dict({k: v for k, v in cfg.to_dict().items() if k != "channels"}).channels == [16, 32]
+    for bad in ([3], [3, 0], [3, 5, 7], [3.5, 5], "35"):
+        with pytest.raises(ConfigError, match="--channels takes two positive integers"):
+            Config(network="cnn", channels=bad).validate()
+
+
 def test_the_cnn_refuses_coordinates_and_depth_is_for_the_mlp():
     with pytest.raises(ConfigError, match="--network cnn needs images"):
         build_features("cnn", (2,), Invariance("rotation", image_size=None), FeatureSettings(hidden=4))
