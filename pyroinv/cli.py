@@ -297,4 +297,6 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
               f"{res['evaluated_on']} ({res[split + '_size']} {split} images, S = {res['samples']} transforms):")
         print(f"  {split} accuracy {100 * res[split + '_accuracy']:.2f}%   {split} NLL {res[split + '_nll']:.4f}   "
               f"learned invariance: {res['learned_invariance']}")
+        print(f"  inactive units: {100 * res['inactive_units']:.1f}% of the last hidden layer's (zero on every one of "
+              f"these images under every transform)")
     return 0

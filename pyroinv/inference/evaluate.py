@@ -123,6 +123,20 @@ def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Ten
 
 
 @torch.no_grad()
+def inactive_units(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) -> float:
+    """The fraction of the output layer's inputs (the last hidden layer's units; the constant feature left out) that
+    are zero for every image of ``x`` under every one of S transforms (one set, drawn as for a prediction): units that
+    no prediction on these images reads. A ReLU unit whose pre-activation is negative on all the data gets no
+    gradient and stays so; for cosine features (``rff``) the fraction is 0."""
+    bank = model.features.weight_bank(model.sample_transforms())
+    active = None
+    for i in range(0, x.shape[0], batch_size):
+        on = (model.features.apply_bank(x[i:i + batch_size], bank)[..., :-1] != 0).flatten(0, -2).any(0)
+        active = on if active is None else active | on
+    return 1.0 - active.float().mean().item()
+
+
+@torch.no_grad()
 def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Tensor, draws: int = 8,
              batch_size: int = 500) -> dict[str, float]:
     """Test accuracy and NLL of the posterior predictive (``draws`` W2 draws x S transforms)."""
@@ -130,4 +144,4 @@ def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Ten
 
 
 __all__ = ["PosteriorPredictive", "per_draw_log_probs", "posterior_draws", "posterior_predictive", "predictive_log_probs",
-           "classification_metrics", "elbo_per_datapoint", "evaluate"]
+           "classification_metrics", "elbo_per_datapoint", "evaluate", "inactive_units"]

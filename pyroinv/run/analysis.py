@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..model import lie
 from ..inference.build import resolve_device
 from ..data import load_dataset
-from ..inference.evaluate import elbo_per_datapoint, evaluate
+from ..inference.evaluate import elbo_per_datapoint, evaluate, inactive_units
 from ..inference.laplace_layers import laplace_evidences
 from .folder import RunFolder, load_run
 
@@ -45,9 +45,10 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
         model.num_samples = samples
     torch.manual_seed(cfg.seed + 1)  # the draws of the run's own evaluation
     metrics = evaluate(model, guide, x, y, draws=draws or cfg.eval_draws)
+    units = inactive_units(model, x)  # after the predictive, whose draws stay those of the run's own evaluation
     return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
             "samples": model.num_samples, "split": split, f"{split}_accuracy": metrics["accuracy"],
-            f"{split}_nll": metrics["nll"], f"{split}_size": int(x.shape[0]),
+            f"{split}_nll": metrics["nll"], f"{split}_size": int(x.shape[0]), "inactive_units": units,
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
 
 

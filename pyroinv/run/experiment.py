@@ -26,7 +26,7 @@ from ..inference.build import check_inputs, device_name, resolve_device
 from ..config import Config
 from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError, one_line
-from ..inference.evaluate import elbo_per_datapoint, posterior_predictive
+from ..inference.evaluate import elbo_per_datapoint, inactive_units, posterior_predictive
 from ..inference.laplace_layers import laplace_evidences
 from ..inference.memory import check_fits
 from ..inference.methods import method
@@ -279,6 +279,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     with _timed(phases, "arviz"):
         idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
                             cfg.export_draws, seed=cfg.seed)
+    with _timed(phases, "units"):  # last of the random draws, so the numbers above are those of earlier runs
+        units = inactive_units(model, trainer.x_train[::max(1, len(trainer.y_train) // 1000)])
     inv = model.invariance
     eta = inv.eta.detach().cpu()
     records = folder.metrics()
@@ -298,12 +300,12 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device), eval_phases_s=phases, **evidence, **valid))
+        device_name=device_name(trainer.device), inactive_units=units, eval_phases_s=phases, **evidence, **valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:
         return results
-    print(f"\nlearned invariance: {inv.describe()}")
+    print(f"\nlearned invariance: {inv.describe()}; inactive units: {100 * units:.1f}% of the last hidden layer's")
     line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
     line += f"  validation accuracy {100 * valid['valid_accuracy']:.2f}%" if valid else ""
     line += f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""

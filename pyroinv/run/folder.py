@@ -90,6 +90,9 @@ class RunResults:
     valid_accuracy: float | None = None
     valid_nll: float | None = None
     valid_size: int | None = None
+    #: the fraction of the last hidden layer's units never active on (up to 1,000 of) the training images under S
+    #: transforms (:func:`pyroinv.inference.evaluate.inactive_units`)
+    inactive_units: float | None = None
     #: the wall time of each part of ``eval_wall_time_s`` (test, validation, training ELBO, Laplace, ArviZ, plots)
     eval_phases_s: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,28 @@
+"""The evaluation's measures of a trained network beyond its predictive."""
+import pytest
+import torch
+
+from pyroinv.config import Config
+from pyroinv.inference.build import build_model
+from pyroinv.inference.evaluate import inactive_units
+
+
+@pytest.mark.parametrize("network", ["relu", "mlp", "cnn"])
+def test_inactive_units_counts_the_units_that_no_image_switches_on(network):
+    torch.manual_seed(0)
+    model, _ = build_model(Config(network=network, hidden=8, depth=2, samples=3, inference="map").validate(),
+                           (1, 12, 12), 4)
+    x = torch.rand(20, 1, 12, 12)
+    last = {"relu": lambda f: f, "mlp": lambda f: f.layers[-1], "cnn": lambda f: f.fc}[network](model.features)
+    bias = last.b1 if network == "relu" else last.bias
+    with torch.no_grad():
+        bias.fill_(1e6)  # every unit on for every input
+        assert inactive_units(model, x) == 0.0
+        bias[:3] = -1e6  # three units off for every input and every transform
+    assert inactive_units(model, x) == pytest.approx(3 / 8)
+    assert inactive_units(model, x, batch_size=7) == pytest.approx(3 / 8)  # the union over batches
+
+
+def test_cosine_features_are_never_counted_inactive():
+    model, _ = build_model(Config(network="rff", hidden=8, samples=2, inference="map").validate(), (1, 12, 12), 4)
+    assert inactive_units(model, torch.rand(5, 1, 12, 12)) == 0.0
