@@ -24,10 +24,11 @@ HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "s
 
 
 def save_figure(fig: Figure, path: Path, dpi: int) -> None:
-    """Write ``fig`` to ``path`` atomically (a full disk is a one-line :class:`~.checkpoint.RunWriteError`)."""
+    """Write ``fig`` to ``path`` atomically (a full disk is a one-line :class:`~.checkpoint.RunWriteError`); the
+    bounding box takes in whatever is drawn outside the axes (a legend of long labels)."""
     path = Path(path)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png")
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png", bbox_inches="tight")
 
 
 def _eta_axes(ax, key: str, top: float = 0.0) -> None:
