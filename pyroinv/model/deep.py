@@ -36,6 +36,10 @@ from .scope import PyroinvModule, local_params
 from .warp import warp_images
 
 
+#: the CNN's two convolutions' channels by default (``--channels``)
+CNN_CHANNELS = (16, 32)
+
+
 def _relu_layer(n_in: int, n_out: int, scale: float = 1.0) -> nn.Module:
     """A ``Linear`` layer (a ``PyroModule``, so its parameters reach Pyro's store under the global setting) at
     Kaiming-uniform times ``scale``, bias zero."""
@@ -118,7 +122,7 @@ class ConvFeatures(PyroinvModule):
     is_image = True
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 256,
-                 channels: tuple[int, int] = (16, 32), init_scale: float = 1.0) -> None:
+                 channels: tuple[int, int] = CNN_CHANNELS, init_scale: float = 1.0) -> None:
         super().__init__()
         if len(input_shape) != 3:
             raise ConfigError(f"--network cnn needs images (C, H, W), but the inputs have shape {tuple(input_shape)}; "
@@ -164,7 +168,7 @@ class ConvFeatures(PyroinvModule):
         return self.apply_bank(x, (T,))
 
 
-def conv_activations(input_shape: tuple[int, ...], hidden: int, channels: tuple[int, int] = (16, 32)) -> int:
+def conv_activations(input_shape: tuple[int, ...], hidden: int, channels: tuple[int, int] = CNN_CHANNELS) -> int:
     """Numbers a :class:`ConvFeatures` pass keeps per transformed image (for the memory estimate)."""
     C, h, w = input_shape
     c1, c2 = channels
@@ -172,4 +176,4 @@ def conv_activations(input_shape: tuple[int, ...], hidden: int, channels: tuple[
         c2 * (h // 4) * (w // 4) + hidden
 
 
-__all__ = ["ConvFeatures", "DeepMLPFeatures", "conv_activations"]
+__all__ = ["CNN_CHANNELS", "ConvFeatures", "DeepMLPFeatures", "conv_activations"]

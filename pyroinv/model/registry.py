@@ -24,7 +24,7 @@ from typing import Callable
 import torch.nn as nn
 
 from ..errors import ConfigError
-from .deep import ConvFeatures, DeepMLPFeatures, conv_activations
+from .deep import CNN_CHANNELS, ConvFeatures, DeepMLPFeatures, conv_activations
 from .input_features import InputAugmentedFeatures
 from .invariance import Invariance
 from .networks import InvariantFeatures
@@ -36,7 +36,7 @@ class FeatureSettings:
 
     hidden: int = 1024
     depth: int = 3
-    channels: tuple[int, int] = (16, 32)
+    channels: tuple[int, int] = CNN_CHANNELS
     blur_sigma: float = 0.1
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
@@ -61,10 +61,6 @@ def _mlp(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSetting
     # the first layer at Xavier (its scale is kept by the layers above, which start at Kaiming); the last at init_scale
     first = _first_layer(input_shape, invariance, replace(s, init_scale=1.0), on_inputs)
     return DeepMLPFeatures(first, depth=s.depth, init_scale=s.init_scale)
-
-
-#: the CNN's two convolutions' channels by default (``--channels``)
-CNN_CHANNELS = (16, 32)
 
 
 def _cnn(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
