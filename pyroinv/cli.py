@@ -143,6 +143,9 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-every", type=pos_int, default=10, help="steps between metric records")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="tqdm progress bar (default: when attached to a terminal)")
+    p.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
+                   help="on a CUDA device, replay the training step as a CUDA graph (default: on, unless "
+                        "$PYROINV_CUDA_GRAPH is 0; never for --inference laplace)")
     return p
 
 
@@ -248,7 +251,7 @@ def _train(args: argparse.Namespace, argv: list[str]) -> int:
         raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
                           f"drop it or add --inference augerino")
     run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
-                   progress=args.progress, log_every=args.log_every)
+                   progress=args.progress, log_every=args.log_every, cuda_graph=args.cuda_graph)
     return 0
 
 

@@ -116,12 +116,24 @@ if [ "$BENCH" = 1 ]; then
   # The tests that need CUDA (they skip elsewhere), among them that a training step never waits for the device;
   # then the step against the network floor. A failure is reported and the cells still run.
   { timeout 180 "$PY" -m pytest -q -p no:cacheprovider -k cuda tests/model tests/inference/test_train.py \
-      tests/inference/test_benchmark.py || echo "gpu_grid: the CUDA tests failed or timed out (exit $?)"; } 2>&1 \
-    | tee -a "$LOG"
+      tests/inference/test_benchmark.py tests/inference/test_step_graph.py \
+      || echo "gpu_grid: the CUDA tests failed or timed out (exit $?)"; } 2>&1 | tee -a "$LOG"
   for extra in "--eval-batches 128 --profile" "--pyro-elbos"; do
     { timeout 90 "$PY" scripts/benchmark.py --device cuda --batches 128 --networks relu $extra \
         || echo "gpu_grid: scripts/benchmark.py $extra failed or timed out (exit $?)"; } 2>&1 | tee -a "$LOG"
   done
+fi
+
+# The cells replay their training step as a CUDA graph (pyroinv/inference/step_graph.py) only where its tests pass
+# on this machine's GPU; otherwise they step eagerly (PYROINV_CUDA_GRAPH=0), as before.
+if [ -z "${PYROINV_CUDA_GRAPH:-}" ] && "$PY" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
+  if timeout 120 "$PY" -m pytest -q -p no:cacheprovider -k cuda tests/inference/test_step_graph.py 2>&1 \
+      | tee -a "$LOG"; then
+    echo "gpu_grid: the CUDA graph tests pass: full batches are replayed as a CUDA graph" | tee -a "$LOG"
+  else
+    export PYROINV_CUDA_GRAPH=0
+    echo "gpu_grid: the CUDA graph tests failed (above): the cells step eagerly" | tee -a "$LOG"
+  fi
 fi
 
 if [ -n "$SWEEP" ]; then

@@ -100,11 +100,12 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
 
 
 def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
-                      device: str = "cpu", guide: str = "cholesky", num_train: int | None = None
-                      ) -> Callable[..., dict]:
+                      device: str = "cpu", guide: str = "cholesky", num_train: int | None = None,
+                      cuda_graph: bool = False) -> Callable[..., dict]:
     """One full training step of :class:`pyroinv.inference.train.Trainer` (Trace_ELBO with the model, the
     guide (the paper's Cholesky guide, or a Pyro AutoGuide) and fused Adam, the paper's defaults otherwise) on
-    ``num_train`` random 28x28 images (default four batches): the trainer's ``train_step(sync=True)``."""
+    ``num_train`` random 28x28 images (default four batches): the trainer's ``train_step(sync=True)``; with
+    ``cuda_graph``, on a CUDA device, replayed as a CUDA graph after its warm-up steps."""
     import numpy as np
 
     from ..config import Config
@@ -117,7 +118,7 @@ def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 
                  rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10), 10)
     cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0, epochs=1000,
                  guide=guide)
-    return Trainer(cfg, data, device=device).train_step
+    return Trainer(cfg, data, device=device, cuda_graph=cuda_graph).train_step
 
 
 #: Pyro's ELBOs timed under Pyro's own SVI by :func:`pyro_svi_step_function`

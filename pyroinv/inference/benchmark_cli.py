@@ -51,7 +51,8 @@ def _measure(args) -> dict:
         seconds = time_call(fn, repeats=args.repeats, device=args.device)
     elif args.kind == "svi":
         step = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
-                                 device=args.device, guide=args.guide, num_train=args.step_data)
+                                 device=args.device, guide=args.guide, num_train=args.step_data,
+                                 cuda_graph=args.graph)
         result = {"seconds": time_call(step, repeats=args.repeats, device=args.device),
                   "peak_mb": peak_memory_mb(args.device)}
         if args.queued:
@@ -232,6 +233,7 @@ def main(argv=None) -> int:
     p.add_argument("--num-train", type=int, default=2048, help=argparse.SUPPRESS)
     p.add_argument("--inference", default="vi", help=argparse.SUPPRESS)
     p.add_argument("--queued", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--graph", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
         args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
@@ -312,18 +314,28 @@ def main(argv=None) -> int:
                   f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |" + extra, flush=True)
             if "profile" in r["pyroinv"]:
                 profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
+    cuda = args.device == "cuda"
     print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory}): "
-          f"each step waited for, and {QUEUED_STEPS} steps queued back to back as training runs them (per step)\n")
+          f"each step waited for, and {QUEUED_STEPS} steps queued back to back as training runs them (per step)"
+          + ("; on CUDA also the step replayed as a CUDA graph (pyroinv.inference.step_graph), queued" if cuda else
+             "")
+          + "\n")
     print("| network | batch | training step | of which the network (pyroinv above) | whole step / floor | "
-          "queued steps | queued / floor |\n|---|---|---|---|---|---|---|")
+          "queued steps | queued / floor | CUDA graph, queued | graph / floor |\n|---|---|---|---|---|---|---|---|---|")
     for net in args.networks:
         for batch in args.batches:
-            r = run_one(args, base, kind="svi", network=net, batch=batch, queued=True,
-                        **({"profile": True} if args.profile else {}))
+            profile = {"profile": True} if args.profile else {}
+            r = run_one(args, base, kind="svi", network=net, batch=batch, queued=True, **profile)
             floor = floor_seconds[net, batch]
+            graphed = "– | –"
+            if cuda:
+                g = run_one(args, base, kind="svi", network=net, batch=batch, queued=True, graph=True, **profile)
+                graphed = f"{g['queued_seconds']:.4f} s | {g['queued_seconds'] / floor:.1f}x"
+                if "profile" in g:
+                    profiles.append(f"whole training step (CUDA graph, queued), {net}, batch {batch}, {g['profile']}")
             print(f"| {net} | {batch} | {r['seconds']:.4f} s ({r['peak_mb']:.0f} MiB) | "
                   f"{network_seconds[net, batch] / r['seconds']:.0%} | {r['seconds'] / floor:.1f}x | "
-                  f"{r['queued_seconds']:.4f} s | {r['queued_seconds'] / floor:.1f}x |", flush=True)
+                  f"{r['queued_seconds']:.4f} s | {r['queued_seconds'] / floor:.1f}x | {graphed} |", flush=True)
             if "profile" in r:
                 profiles.append(f"whole training step (queued), {net}, batch {batch}, {r['profile']}")
     print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")

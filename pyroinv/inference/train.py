@@ -13,9 +13,10 @@ everything needed to continue it exactly (parameters, optimiser, schedule, RNG).
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyro
 import torch
@@ -30,6 +31,9 @@ from .laplace_layers import LayersLaplace
 from .methods import method
 from .objectives import LAPLACE
 from ..model.scope import local_params
+from .step_graph import CudaGraph, GraphedStep, Recorder, enabled_by_environment
+
+log = logging.getLogger("pyroinv")
 
 #: "no non-finite loss yet" (a step number no run reaches)
 _NEVER = 2 ** 62
@@ -64,9 +68,15 @@ class Trainer:
         cfg: the validated configuration.
         data: the data split (already subset).
         device: overrides ``cfg.device``.
+        cuda_graph: on a CUDA device, replay the step as a CUDA graph (:mod:`pyroinv.inference.step_graph`;
+            not for the Laplace method, whose curvature is refreshed between steps). Default: on, unless
+            ``$PYROINV_CUDA_GRAPH`` is ``0``.
+        recorder: records and replays the step in place of a CUDA graph, on any device (tests:
+            :class:`~pyroinv.inference.step_graph.CallAgain`).
     """
 
-    def __init__(self, cfg: Config, data: Split, device: torch.device | str | None = None) -> None:
+    def __init__(self, cfg: Config, data: Split, device: torch.device | str | None = None,
+                 cuda_graph: bool | None = None, recorder: Callable[..., Recorder] | None = None) -> None:
         self.cfg = cfg.validate()
         self.device = torch.device(device) if device is not None else resolve_device(cfg.device)
         pyro.set_rng_seed(cfg.seed)
@@ -107,9 +117,21 @@ class Trainer:
         self._perm = torch.empty(0, dtype=torch.long)
         self._loss: torch.Tensor | None = None
         self._batch_nll: torch.Tensor | None = None
-        self._first_bad: torch.Tensor | None = None
-        self._bad_value: torch.Tensor | None = None
+        # the number of the step being run, and the first step with a non-finite loss and that loss: on the device,
+        # updated in place (a recorded step writes the same tensors at every replay)
+        self._step_number = torch.zeros((), dtype=torch.long, device=self.device)
+        self._first_bad = torch.full((), _NEVER, dtype=torch.long, device=self.device)
+        self._bad_value = torch.zeros((), device=self.device)
         self._validate = True  # the next step checks the distributions' arguments (see train_step)
+        if cuda_graph is None:
+            cuda_graph = enabled_by_environment()
+        if recorder is None and cuda_graph and self.device.type == "cuda":
+            recorder = CudaGraph
+        #: the step recorded and replayed (:mod:`pyroinv.inference.step_graph`), where it applies; else ``None``
+        self.graph = (GraphedStep(self._step, self.optimizer, self.x_train, self.y_train, cfg.batch_size, recorder)
+                      if recorder is not None and self.laplace is None else None)
+        #: steps of this process that were replays of the recorded step
+        self.graph_replays = 0
 
     def param_groups(self) -> list[dict]:
         """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
@@ -166,17 +188,42 @@ class Trainer:
         :class:`~pyroinv.inference.device_elbo.DeviceTrace_ELBO`, the transforms' exponentials stay on the device,
         and the distributions' argument checks run on the first step only). :meth:`losses`,
         :attr:`last_batch_nll` and :meth:`first_nonfinite` read the values when they are needed (at a metrics
-        record or a checkpoint)."""
+        record or a checkpoint). On a GPU a full batch after ``eta_warmup`` is a replay of the recorded step
+        (:attr:`graph`)."""
         t0 = time.perf_counter()
         idx = self.batch_indices(self.step)
         lr = self.optimizer.param_groups[0]["lr"]
+        self._step_number.fill_(self.step + 1)
+        out = None
+        if self.graph is not None and self.step >= self.eta_warmup_steps and self.graph.applies(idx):
+            out = self.graph(idx)
+            self.graph_replays += self.graph.recorded
+            if self.graph.failed is not None:
+                log.warning("the training step could not be recorded as a CUDA graph (%s); training goes on step by "
+                            "step", self.graph.failed)
+                self.graph = None
+        if out is None:
+            out = self._step(self.x_train[idx], self.y_train[idx])
+        self._loss, self._batch_nll = out
+        self.scheduler.step()
+        self.step += 1
+        if self.done and self.graph is not None:  # free the graph's memory for the evaluation
+            self.graph = None
+            self.optimizer.zero_grad(set_to_none=True)
+        self.wall_time += time.perf_counter() - t0
+        rec = {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch, "lr": lr}
+        return {**rec, **self.losses()} if sync else rec
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step on the batch ``(x, y)``: the loss, its gradients, Adam's update; returns the loss and the batch's
+        mean NLL as device tensors. The same function runs eagerly and, recorded, as a graph."""
         self.optimizer.zero_grad(set_to_none=True)
-        self._batch_x = self.x_train[idx]
+        self._batch_x = x
         # Pyro's and torch's checks of every distribution's arguments read a boolean back from the device at each
         # sample site: the first step of a Trainer runs them (when they are on), later steps skip them
         with pyro.validation_enabled(self._validate and pyro.distributions.is_validation_enabled()), \
                 ObservedSite("y") as y_site:
-            loss = self.loss_fn(self._batch_x, self.y_train[idx], num_data=self.num_data)
+            loss = self.loss_fn(x, y, num_data=self.num_data)
         self._validate = False
         with local_params():  # the modules' own parameters, as in the loss (pyroinv.model.scope)
             if self.laplace is not None:  # the body's prior, where the Laplace evidence covers it
@@ -191,23 +238,15 @@ class Trainer:
             for p in self.model.invariance.parameters():
                 p.grad = None
         self.optimizer.step()
-        self.scheduler.step()
-        self.step += 1
-        self._loss = loss.detach()
-        self._batch_nll = -y_site.log_prob().mean()
-        self._note_nonfinite(self._loss)
-        self.wall_time += time.perf_counter() - t0
-        rec = {"step": self.step, "epoch": (self.step - 1) // self.steps_per_epoch, "lr": lr}
-        return {**rec, **self.losses()} if sync else rec
+        loss = loss.detach()
+        self._note_nonfinite(loss)
+        return loss, -y_site.log_prob().mean()
 
     def _note_nonfinite(self, loss: torch.Tensor) -> None:
-        """Remember the first step whose loss was NaN or infinite, and that loss, without a host sync."""
-        if self._first_bad is None:
-            self._first_bad = torch.full((), _NEVER, dtype=torch.long, device=loss.device)
-            self._bad_value = torch.zeros((), dtype=loss.dtype, device=loss.device)
+        """Remember the first step whose loss was NaN or infinite, and that loss, in place and without a host sync."""
         first = ~torch.isfinite(loss) & (self._first_bad == _NEVER)
-        self._first_bad = torch.where(first, self.step, self._first_bad)
-        self._bad_value = torch.where(first, loss, self._bad_value)
+        self._first_bad.copy_(torch.where(first, self._step_number, self._first_bad))
+        self._bad_value.copy_(torch.where(first, loss, self._bad_value))
 
     def losses(self) -> dict[str, float]:
         """The last step's ``loss`` and ``elbo_per_datapoint`` (= -loss / N) as numbers (a host sync)."""
@@ -221,7 +260,7 @@ class Trainer:
 
     def first_nonfinite(self) -> tuple[int, float] | None:
         """``(step, loss)`` of the first step whose loss was NaN or infinite, or ``None`` (one host sync)."""
-        if self._first_bad is None or int(self._first_bad) == _NEVER:
+        if int(self._first_bad) == _NEVER:
             return None
         return int(self._first_bad), float(self._bad_value)
 

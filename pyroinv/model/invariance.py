@@ -79,7 +79,7 @@ class Invariance(PyroinvModule):
         if sampling == "stochastic":
             eps = lie.stochastic_eps(num_samples if self.active else 1, self.active, dtype=eta.dtype, device=eta.device)
         elif sampling == "deterministic":
-            eps = lie.deterministic_eps(num_samples, self.active, dtype=eta.dtype, device=eta.device)
+            eps = lie.deterministic_grid(num_samples, tuple(self.active), eta.dtype, eta.device)
         else:
             raise ConfigError(f"unknown sampling {sampling!r}; choose one of {', '.join(lie.SAMPLINGS)}")
         return lie.transforms(eta, lie.apply_ties(eps, self.preset), self.active)

@@ -202,6 +202,14 @@ def deterministic_eps(num_samples: int, active: Sequence[int], dtype: torch.dtyp
     return eps.to(device)
 
 
+@functools.lru_cache(maxsize=64)
+def deterministic_grid(num_samples: int, active: tuple[int, ...], dtype: torch.dtype,
+                       device: torch.device) -> torch.Tensor:
+    """:func:`deterministic_eps` made once per setting and device, for the training step (building it on the CPU
+    and copying it over at every step would wait for the device). Read only."""
+    return deterministic_eps(num_samples, active, dtype=dtype, device=device)
+
+
 def to_human(eta: torch.Tensor, image_size: int | None = None) -> dict[str, float]:
     """Invariance parameters in human units.
 

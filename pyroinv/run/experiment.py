@@ -117,7 +117,7 @@ def _progress(total: int, initial: int, enabled: bool | None):
 def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root: str | None = None,
                    cache_dir: str | None = None, progress: bool | None = None, log_every: int = 10,
                    checkpoint_every: int | None = None, max_steps: int | None = None,
-                   quiet: bool = False) -> dict[str, Any]:
+                   quiet: bool = False, cuda_graph: bool | None = None) -> dict[str, Any]:
     """Train (or continue) one run into ``out`` and return its results.
 
     Args:
@@ -129,18 +129,21 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
         checkpoint_every: steps between checkpoints (default: once per epoch).
         max_steps: stop after this many steps in this call (the run stays resumable).
         quiet: do not print the closing summary (for notebooks; the files are written as usual).
+        cuda_graph: on a CUDA device, replay the training step as a CUDA graph (default: on unless
+            ``$PYROINV_CUDA_GRAPH`` is ``0``; :mod:`pyroinv.inference.step_graph`).
     """
     cfg.validate()
     device = resolve_device(cfg.device)  # fail before anything is written
     folder = RunFolder(out)
     with RunLock(folder.path), StopSignals() as signals:  # one writer per folder; Ctrl-C stops with a checkpoint
         return _train(cfg, folder, device, signals, resume, data_root, cache_dir, progress, log_every,
-                      checkpoint_every, max_steps, quiet)
+                      checkpoint_every, max_steps, quiet, cuda_graph)
 
 
 def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSignals, resume: bool,
            data_root: str | None, cache_dir: str | None, progress: bool | None, log_every: int,
-           checkpoint_every: int | None, max_steps: int | None, quiet: bool) -> dict[str, Any]:
+           checkpoint_every: int | None, max_steps: int | None, quiet: bool,
+           cuda_graph: bool | None = None) -> dict[str, Any]:
     """:func:`run_experiment` under the folder's lock and the signal handlers."""
     out = folder.path
     if resume and folder.state(cfg.differences) == UNSTARTED and (folder / CONFIG).exists():
@@ -157,7 +160,7 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     # a run that cannot fit stops here with one line, instead of being killed by the operating system
     check_fits(cfg, data.input_shape, data.num_classes, len(data.y_train), len(data.y_test), device)
     log.info("data %s", describe(data, cfg.train_size, cfg.test_size))
-    trainer = Trainer(cfg, data, device=device)
+    trainer = Trainer(cfg, data, device=device, cuda_graph=cuda_graph)
     if resume:
         if used.name != CHECKPOINT:
             log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
@@ -171,8 +174,8 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
         log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
     else:
         folder.start(cfg, data.input_shape, data.num_classes, trainer.num_data)
-    log.info("device %s, %d steps (%d epochs x %d)", trainer.device, trainer.total_steps, trainer.epochs,
-             trainer.steps_per_epoch)
+    log.info("device %s, %d steps (%d epochs x %d)%s", trainer.device, trainer.total_steps, trainer.epochs,
+             trainer.steps_per_epoch, "; full batches replayed as a CUDA graph" if trainer.graph is not None else "")
     every = checkpoint_every or trainer.steps_per_epoch
     objective = method(cfg.inference).objective.short
     bar = _progress(trainer.total_steps, trainer.step, progress)
@@ -300,7 +303,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device), inactive_units=units, eval_phases_s=phases, **evidence, **valid))
+        device_name=device_name(trainer.device), inactive_units=units, eval_phases_s=phases,
+        graph_replays=trainer.graph_replays, **evidence, **valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if quiet:

@@ -95,6 +95,9 @@ class RunResults:
     inactive_units: float | None = None
     #: the wall time of each part of ``eval_wall_time_s`` (test, validation, training ELBO, Laplace, ArviZ, plots)
     eval_phases_s: dict[str, float] | None = None
+    #: training steps replayed as a CUDA graph by the process that finished the run
+    #: (:mod:`pyroinv.inference.step_graph`; 0: every step eager, as on a CPU)
+    graph_replays: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

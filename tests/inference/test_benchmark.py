@@ -56,8 +56,9 @@ def test_benchmark_script_quick():
     assert "pyroinv, relu, batch 16, 3 steps (" in out.stdout and "Self CPU time total" in out.stdout
     # the whole step, waited for and queued as training runs it, and its profile with the work a step launches
     row = next(line for line in out.stdout.splitlines() if line.startswith("| relu | 16 | ") and "%" in line)
-    queued, ratio = row.strip("| ").split(" | ")[-2:]
+    queued, ratio, graphed, graph_ratio = row.strip("| ").split(" | ")[-4:]
     assert float(queued.removesuffix(" s")) > 0 and ratio.endswith("x")
+    assert graphed == graph_ratio == "–"  # the CUDA graph's columns: CUDA only
     launched = re.search(r"whole training step \(queued\), relu, batch 16, 3 steps \((\d+) operators a step\)",
                          out.stdout)
     assert launched and int(launched.group(1)) > 50

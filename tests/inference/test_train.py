@@ -118,9 +118,10 @@ def test_min_steps_lengthens_a_run_on_a_small_training_set_by_whole_epochs():
 _HOST_READS = ("item", "__bool__", "__float__", "__int__", "tolist", "numpy", "cpu")
 
 
-@pytest.mark.parametrize("inference, invariance", [("vi", "rotation"), ("ml", "rotation"), ("map", "rotation"),
-                                                   ("vi", "affine")])
-def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inference, invariance):
+@pytest.mark.parametrize("inference, invariance, sampling", [
+    ("vi", "rotation", "stochastic"), ("ml", "rotation", "stochastic"), ("map", "rotation", "stochastic"),
+    ("vi", "affine", "stochastic"), ("ml", "rotation", "deterministic")])
+def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inference, invariance, sampling):
     """After the first step (which checks the distributions' arguments), ``train_step(sync=False)`` reads no tensor
     value on the host and copies nothing from the host: on a GPU it queues its kernels and returns. The device's
     exponentials (the rotation's closed form; :func:`pyroinv.model.lie.expm_taylor` for the affine group) are used
@@ -128,7 +129,7 @@ def test_a_training_step_reads_nothing_back_from_the_device(monkeypatch, inferen
     import pyroinv.model.lie as lie
 
     monkeypatch.setattr(lie, "on_host", lambda t: False)
-    tr = _trainer(inference=inference, invariance=invariance, batch_size=8)  # four steps an epoch: one permutation
+    tr = _trainer(inference=inference, invariance=invariance, sampling=sampling, batch_size=8)  # one permutation
     first = tr.train_step(sync=False)
     calls: list[str] = []
 

@@ -65,6 +65,10 @@ def test_deterministic_grid():
     assert lie.deterministic_eps(32, (0, 1)).shape == (36, 6)  # 6 x 6 grid
     with pytest.raises(ConfigError, match="deterministic grid over 6 generators .* 4096"):
         lie.deterministic_eps(10 ** 6, lie.PRESETS["affine"])
+    # the training step's grid is made once per setting and device (no copy to the device at every step)
+    grid = lie.deterministic_grid(8, (2,), torch.float32, torch.device("cpu"))
+    assert grid is lie.deterministic_grid(8, (2,), torch.float32, torch.device("cpu"))
+    torch.testing.assert_close(grid, eps)
 
 
 def test_human_units():

@@ -15,7 +15,7 @@ COMMON = ("dataset", "invariance", "network", "inference", "test_accuracy", "tes
           "train_loglik_per_datapoint", "eta", "eta_human", "learned_invariance", "steps", "train_size", "test_size",
           "train_wall_time_s", "eval_wall_time_s", "device", "device_name", "laplace_per_datapoint",
           "laplace_full_per_datapoint", "laplace_layers_per_datapoint", "prior_precisions", "valid_accuracy", "valid_nll",
-          "valid_size", "inactive_units", "eval_phases_s", "versions")
+          "valid_size", "inactive_units", "eval_phases_s", "graph_replays", "versions")
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,7 @@ def test_results_split_the_evaluation_time_into_its_phases(trained):
     phases = r["eval_phases_s"]
     assert set(phases) == {"test", "train_elbo", "laplace", "arviz", "units", "plots"}  # no validation set here
     assert 0 <= r["inactive_units"] < 1
+    assert r["graph_replays"] == 0  # on the CPU every step is eager
     assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= r["eval_wall_time_s"] + 0.01
 
 
