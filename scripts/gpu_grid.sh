@@ -10,9 +10,11 @@
 #
 # Options:
 #   --minutes M      stop after M minutes (default 8: one command's limit on a lent machine is 10)
-#   --pack DIR       write DIR/cells.tar.gz (results/paper, the cells' logs) and DIR/gpu_grid.log
+#   --pack DIR       write DIR/cells.tar.gz (results/PROTOCOL, the cells' logs) and DIR/gpu_grid.log
 #   --seeds "0 1 2"  seeds, every table's cells of the first seed first (default: 0 1 2)
 #   --tables "..."   tables in order (default: the order below)
+#   --protocol P     the grids' protocol (default: paper)
+#   -- ARGS          the rest goes to scripts/reproduce.py, e.g. -- --rows "S = 31" --datasets mnist-rot
 #   --jobs N         cells at once without a GPU (on a GPU: --cells-per-gpu)
 #   --cells-per-gpu K  cells at once on each GPU (default: reproduce.py's)
 #   --benchmark      first run the CUDA-only tests, then time a whole training step against the network floor,
@@ -28,6 +30,7 @@ cd "$(dirname "$0")/.."
 
 TABLES="tableC2 headline figure6 table1 tableC1 table2 tableC3 combinations augerino deep efficiency efficiency60k"
 SEEDS="0 1 2"
+PROTOCOL=paper
 MINUTES=8
 PACK=""
 EXTRA=()
@@ -62,6 +65,8 @@ while [ $# -gt 0 ]; do
     --benchmark) BENCH=1; shift ;;
     --sweep) SWEEP=$2; shift 2 ;;
     --mps) MPS=1; shift ;;
+    --protocol) PROTOCOL=$2; shift 2 ;;
+    --) shift; EXTRA+=("$@"); break ;;
     *) echo "error: unknown option $1; see the top of scripts/gpu_grid.sh" >&2; exit 2 ;;
   esac
 done
@@ -143,14 +148,14 @@ if [ -n "$SWEEP" ]; then
 fi
 
 set +e
-"$PY" scripts/reproduce.py $TABLES --protocol paper --seeds $SEEDS --minutes "$MINUTES" --no-report \
+"$PY" scripts/reproduce.py $TABLES --protocol "$PROTOCOL" --seeds $SEEDS --minutes "$MINUTES" --no-report \
   "${EXTRA[@]}" 2>&1 | tee -a "$LOG"
 status=${PIPESTATUS[0]}
 set -e
 if [ -n "$PACK" ]; then
   kept=${PYROINV_KEPT_RESULTS:-results}   # where the runner keeps finished cells (pyroinv/reproduce/kept.py)
-  logs=$(ls runs/reproduce/paper/*.log 2>/dev/null || true)
-  tar czf "$PACK/cells.tar.gz" --transform "s|^${kept#/}/paper|results/paper|" "$kept/paper" $logs 2>/dev/null \
+  logs=$(ls runs/reproduce/"$PROTOCOL"/*.log 2>/dev/null || true)
+  tar czf "$PACK/cells.tar.gz" --transform "s|^${kept#/}/$PROTOCOL|results/$PROTOCOL|" "$kept/$PROTOCOL" $logs 2>/dev/null \
     || tar czf "$PACK/cells.tar.gz" --files-from /dev/null
   echo "packed $(tar tzf "$PACK/cells.tar.gz" | grep -c 'results.json$' || true) finished cells into $PACK/cells.tar.gz" \
     | tee -a "$LOG"

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from .run.test_experiment import ROOT
 
 
@@ -60,3 +62,15 @@ def test_the_gpu_script_says_what_it_cannot_do_in_one_line_and_still_packs(tmp_p
     assert "there is no nvidia-cuda-mps-control here; the cells share each GPU by time slices" in out
     assert "invalid choice: 'nosuch'" in out and done.returncode == 2
     assert (tmp_path / "cells.tar.gz").is_file() and "packed 0 finished cells" in (tmp_path / "gpu_grid.log").read_text()
+
+
+@pytest.mark.parametrize("args, refused", [(["--protocol", "nosuch"], "invalid choice: 'nosuch'"),
+                                           (["--", "--bogus"], "unrecognized arguments: --bogus")])
+def test_the_gpu_script_passes_the_protocol_and_the_rest_to_reproduce(tmp_path, args, refused):
+    """``--protocol`` and everything after ``--`` reach scripts/reproduce.py (which refuses these), and the pack
+    holds that protocol's folder."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "scripts/gpu_grid.sh", "--tables", "deep", "--pack", str(tmp_path), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert refused in done.stdout + done.stderr and done.returncode == 2
+    assert (tmp_path / "cells.tar.gz").is_file()
