@@ -97,13 +97,16 @@ class GraphedStep:
     """
 
     def __init__(self, step: Step, optimizer: torch.optim.Optimizer, x_train: torch.Tensor, y_train: torch.Tensor,
-                 batch_size: int, recorder: Callable[[torch.cuda.Stream | None], Recorder] = CudaGraph, warmup: int = WARMUP_STEPS) -> None:
+                 batch_size: int, recorder: Callable[[torch.cuda.Stream | None], Recorder] = CudaGraph,
+                 warmup: int = WARMUP_STEPS) -> None:
         self.step, self.optimizer = step, optimizer
         self.x_train, self.y_train = x_train, y_train
         self.batch_size = batch_size
         self.x = torch.empty((batch_size, *x_train.shape[1:]), dtype=x_train.dtype, device=x_train.device)
         self.y = torch.empty(batch_size, dtype=y_train.dtype, device=y_train.device)
-        self.rates = [torch.tensor(float(g["lr"]), device=x_train.device) for g in optimizer.param_groups]
+        # float32: CUDA's fused Adam reads a tensor rate as a float
+        self.rates = [torch.tensor(float(g["lr"]), dtype=torch.float32, device=x_train.device)
+                      for g in optimizer.param_groups]
         self.new_recorder = recorder
         self.warmup_left = warmup
         self.recorder: Recorder | None = None
