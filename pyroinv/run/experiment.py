@@ -31,6 +31,7 @@ from ..inference.laplace_layers import laplace_evidences
 from ..inference.memory import check_fits
 from ..inference.methods import method
 from .checkpoint import append_line, write_failure
+from .fit_check import chance_fit_warning
 from .folder import CHECKPOINT, CONFIG, DONE, FOREIGN, METRICS, RESUMABLE, UNSTARTED, RunFolder, RunResults
 from .lock import RunLock
 from ..inference.train import Trainer
@@ -286,6 +287,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         units = inactive_units(model, trainer.x_train[::max(1, len(trainer.y_train) // 1000)])
     inv = model.invariance
     eta = inv.eta.detach().cpu()
+    at_chance = chance_fit_warning(elbo["loglik_per_datapoint"], trainer.num_classes,
+                                   inv.describe() if inv.learn else None)
     records = folder.metrics()
     with _timed(phases, "plots"):
         if records:
@@ -304,9 +307,11 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
         device_name=device_name(trainer.device), inactive_units=units, eval_phases_s=phases,
-        graph_replays=trainer.graph_replays, **evidence, **valid))
+        graph_replays=trainer.graph_replays, warnings=[at_chance] if at_chance else [], **evidence, **valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
+    if at_chance:
+        log.warning("warning: %s", at_chance)
     if quiet:
         return results
     print(f"\nlearned invariance: {inv.describe()}; inactive units: {100 * units:.1f}% of the last hidden layer's")

@@ -98,6 +98,8 @@ class RunResults:
     #: training steps replayed as a CUDA graph by the process that finished the run
     #: (:mod:`pyroinv.inference.step_graph`; 0: every step eager, as on a CPU)
     graph_replays: int | None = None
+    #: one line for each thing a user should know about the result (:mod:`pyroinv.run.fit_check`)
+    warnings: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

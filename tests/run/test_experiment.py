@@ -1,5 +1,6 @@
 """End-to-end runs of the training script on a tiny real-MNIST subset."""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pyroinv.run.checkpoint import load_checkpoint, read_jsonl
 from pyroinv.config import Config
 from pyroinv.run.arviz_export import import_arviz
 from pyroinv.run.experiment import run_experiment
+from pyroinv.run.fit_check import chance_fit_warning
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--dataset", "mnist-rot", "--train-size", "120", "--test-size", "60", "--hidden", "16", "--samples", "4",
@@ -48,6 +50,24 @@ def test_script_writes_every_output(script_run):
     assert "w_norm[0]" in proc.stdout and "p_true[0]" in proc.stdout
     # the progress lines show the regime of q, so a collapsed q is visible while it trains
     assert "KL/N" in proc.stderr and " q " in proc.stderr and "|mu|" in proc.stderr
+
+
+def test_a_run_at_chance_says_so(script_run):
+    out, proc = script_run
+    results = json.loads((out / "results.json").read_text())
+    expected = chance_fit_warning(results["train_loglik_per_datapoint"], 10, results["learned_invariance"])
+    assert results["warnings"] == ([expected] if expected else [])
+    if expected:  # eight steps on 120 images: the tiny run is near chance, and the user is told
+        assert f"warning: {expected}" in proc.stderr
+
+
+def test_a_network_that_learned_nothing_is_warned_about(tmp_path, cache_dir, mnist, caplog):
+    still = dict(lr=1e-9, mean_lr=1e-9, eta_lr=1e-9)  # eight steps that move nothing: the fit stays at its start
+    res = run_experiment(tiny_config(inference="ml", **still), tmp_path / "still", cache_dir=cache_dir, progress=False)
+    assert -res["train_loglik_per_datapoint"] >= 0.9 * math.log(10)
+    assert len(res["warnings"]) == 1 and "no better than chance" in res["warnings"][0]
+    assert "rotation ±10.0°" in res["warnings"][0]
+    assert any(r.getMessage() == "warning: " + res["warnings"][0] for r in caplog.records)
 
 
 def test_outputs_parse_and_agree(script_run):
