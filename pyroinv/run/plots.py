@@ -1,6 +1,7 @@
 """Figures of a run: eta over training (paper Fig. 2), training curves, filter banks (Figs. 3-5)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -212,15 +213,36 @@ def plot_eta_profile(rows: Sequence[dict], path: Path, generator: str = "rotate"
     save_figure(fig, path, dpi=110)
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
+
+
+def curve_styles(names: Sequence[str]) -> dict[str, dict]:
+    """A line style per curve, the same in every panel. Names ``"family, kind"`` (e.g. ``"cnn, ELBO"``) take their
+    colour from the kind and their line style and marker from the family, so a method keeps its colour across
+    networks; other names take a colour each."""
+    names = sorted(set(names))
+    if names and all(", " in n for n in names):
+        families = sorted({n.split(", ", 1)[0] for n in names})
+        kinds = sorted({n.split(", ", 1)[1] for n in names})
+        return {n: dict(color=f"C{kinds.index(n.split(', ', 1)[1]) % 10}",
+                        ls=LINESTYLES[families.index(n.split(", ", 1)[0]) % len(LINESTYLES)],
+                        marker=MARKERS[families.index(n.split(", ", 1)[0]) % len(MARKERS)]) for n in names}
+    return {n: dict(color=f"C{i % 10}", ls=LINESTYLES[i // 10 % len(LINESTYLES)], marker="o")
+            for i, n in enumerate(names)}
+
+
 def plot_curves_panels(panels: dict[str, dict[str, Sequence[tuple[float, float]]]], path: Path, xlabel: str,
                        ylabel: str, title: str = "") -> None:
-    """One panel per key of ``panels``, one line per curve of ``(x, y)`` points (x on a log axis)."""
-    fig = Figure(figsize=(3.6 * len(panels), 3.6))
+    """One panel per key of ``panels``, one line per curve of ``(x, y)`` points (x on a log axis); each curve is
+    drawn alike in every panel (:func:`curve_styles`) and named once, in a legend under the panels."""
+    styles = curve_styles([c for curves in panels.values() for c in curves])
+    fig = Figure(figsize=(3.6 * len(panels), 3.6 + 0.16 * math.ceil(len(styles) / 4)))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, curves) in zip(axes, panels.items()):
-        for i, (curve, points) in enumerate(sorted(curves.items())):
+        for curve, points in sorted(curves.items()):
             xs, ys = zip(*sorted(points))
-            ax.plot(xs, ys, marker="o", ms=3, color=f"C{i % 10}", ls="-" if i < 10 else "--", label=curve)
+            ax.plot(xs, ys, ms=3, lw=1.2, **styles[curve])
         ax.set_xscale("log")
         xs_all = sorted({x for points in curves.values() for x, _ in points})
         ax.set_xticks(xs_all, [f"{x:,.0f}" for x in xs_all])
@@ -229,8 +251,11 @@ def plot_curves_panels(panels: dict[str, dict[str, Sequence[tuple[float, float]]
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(ylabel)
-    axes[-1].legend(fontsize=6, loc="lower right")
+    handles = [Line2D([], [], ms=3, lw=1.2, **style) for style in styles.values()]
+    fig.legend(handles, list(styles), fontsize=7, loc="lower center", ncol=min(len(styles), 4 if len(panels) < 3 else 8),
+               frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    rows = math.ceil(len(styles) / (4 if len(panels) < 3 else 8))
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
     save_figure(fig, path, dpi=110)

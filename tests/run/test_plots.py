@@ -23,3 +23,20 @@ def test_filter_banks_show_the_det_weighted_weights_of_tied_scale(tmp_path):
     # with --jacobian the plot shows |det A| w∘T, the weights the network multiplies the inputs by
     torch.testing.assert_close(shown[True][1][0], plain[0] * jacobian(T).view(-1, 1, 1))
     assert not torch.allclose(shown[True][1][0], plain[0])
+
+
+def test_a_curve_is_drawn_alike_in_every_panel_and_a_method_keeps_its_colour():
+    styles = plots.curve_styles(["relu, ELBO", "cnn, ELBO", "relu, Laplace", "cnn, Laplace", "relu, ELBO"])
+    assert len(styles) == 4
+    assert styles["relu, ELBO"]["color"] == styles["cnn, ELBO"]["color"] != styles["relu, Laplace"]["color"]
+    assert styles["relu, ELBO"]["ls"] == styles["relu, Laplace"]["ls"] != styles["cnn, ELBO"]["ls"]
+    plain = plots.curve_styles([f"curve {i}" for i in range(12)])
+    assert len({(s["color"], s["ls"]) for s in plain.values()}) == 12
+
+
+def test_curve_panels_are_written(tmp_path):
+    panels = {"fully rotated": {"relu, ELBO": [(312, 65.1), (1250, 85.1)], "cnn, ELBO": [(312, 10.0)]},
+              "regular": {"relu, ELBO": [(312, 83.8), (1250, 90.6)]}}
+    path = tmp_path / "curves.png"
+    plots.plot_curves_panels(panels, path, xlabel="training images", ylabel="test accuracy (%)", title="t")
+    assert path.stat().st_size > 0
