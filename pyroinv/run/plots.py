@@ -223,11 +223,11 @@ def curve_styles(names: Sequence[str]) -> dict[str, dict]:
     networks; other names take a colour each."""
     names = sorted(set(names))
     if names and all(", " in n for n in names):
-        families = sorted({n.split(", ", 1)[0] for n in names})
-        kinds = sorted({n.split(", ", 1)[1] for n in names})
-        return {n: dict(color=f"C{kinds.index(n.split(', ', 1)[1]) % 10}",
-                        ls=LINESTYLES[families.index(n.split(", ", 1)[0]) % len(LINESTYLES)],
-                        marker=MARKERS[families.index(n.split(", ", 1)[0]) % len(MARKERS)]) for n in names}
+        parts = {n: n.split(", ", 1) for n in names}
+        families = sorted({f for f, _ in parts.values()})
+        kinds = sorted({k for _, k in parts.values()})
+        return {n: dict(color=f"C{kinds.index(k) % 10}", ls=LINESTYLES[families.index(f) % len(LINESTYLES)],
+                        marker=MARKERS[families.index(f) % len(MARKERS)]) for n, (f, k) in parts.items()}
     return {n: dict(color=f"C{i % 10}", ls=LINESTYLES[i // 10 % len(LINESTYLES)], marker="o")
             for i, n in enumerate(names)}
 
@@ -237,7 +237,9 @@ def plot_curves_panels(panels: dict[str, dict[str, Sequence[tuple[float, float]]
     """One panel per key of ``panels``, one line per curve of ``(x, y)`` points (x on a log axis); each curve is
     drawn alike in every panel (:func:`curve_styles`) and named once, in a legend under the panels."""
     styles = curve_styles([c for curves in panels.values() for c in curves])
-    fig = Figure(figsize=(3.6 * len(panels), 3.6 + 0.16 * math.ceil(len(styles) / 4)))
+    ncol = 4 if len(panels) < 3 else 8
+    legend_rows = math.ceil(len(styles) / ncol)
+    fig = Figure(figsize=(3.6 * len(panels), 3.6 + 0.16 * legend_rows))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, curves) in zip(axes, panels.items()):
         for curve, points in sorted(curves.items()):
@@ -252,10 +254,8 @@ def plot_curves_panels(panels: dict[str, dict[str, Sequence[tuple[float, float]]
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(ylabel)
     handles = [Line2D([], [], ms=3, lw=1.2, **style) for style in styles.values()]
-    fig.legend(handles, list(styles), fontsize=7, loc="lower center", ncol=min(len(styles), 4 if len(panels) < 3 else 8),
-               frameon=False)
+    fig.legend(handles, list(styles), fontsize=7, loc="lower center", ncol=min(len(styles), ncol), frameon=False)
     if title:
         fig.suptitle(title, fontsize=10)
-    rows = math.ceil(len(styles) / (4 if len(panels) < 3 else 8))
-    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
+    fig.tight_layout(rect=(0, 0.045 * legend_rows + 0.02, 1, 1))
     save_figure(fig, path, dpi=110)
