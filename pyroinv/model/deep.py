@@ -140,6 +140,7 @@ class ConvFeatures(PyroinvModule):
         for conv in (self.conv1, self.conv2):
             nn.init.kaiming_uniform_(conv.weight, nonlinearity="relu")
             nn.init.zeros_(conv.bias)
+            conv.to(memory_format=torch.channels_last)  # see body()
         self.fc = _relu_layer(c2 * (h // 4) * (w // 4), hidden, init_scale)
 
     @property
@@ -147,9 +148,14 @@ class ConvFeatures(PyroinvModule):
         return self.hidden + 1
 
     def body(self, images: torch.Tensor) -> torch.Tensor:
-        """``(N, C, H, W)`` images to ``(N, H_fc)`` features."""
-        h = F.max_pool2d(torch.relu(self.conv1(images)), 2)
-        h = F.max_pool2d(torch.relu(self.conv2(h)), 2)
+        """``(N, C, H, W)`` images to ``(N, H_fc)`` features.
+
+        The convolutions run in the channels-last memory layout (their weights are stored so): the same numbers, and
+        on the CPU a training step at S = 31 about 1.6x faster than in the default layout (oneDNN's convolutions and
+        max-pooling are vectorised over channels). ``flatten`` reads the result in (C, H, W) order either way. The ReLU
+        comes after the pooling (``relu(pool(h)) = pool(relu(h))``: ReLU is monotone), on a quarter of the numbers."""
+        h = torch.relu(F.max_pool2d(self.conv1(images.contiguous(memory_format=torch.channels_last)), 2))
+        h = torch.relu(F.max_pool2d(self.conv2(h), 2))
         return torch.relu(self.fc(h.flatten(1)))
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -42,3 +42,28 @@ def test_the_cnn_averaged_over_a_full_rotation_grid_barely_sees_a_rotation_of_th
     none = Invariance("rotation", init=1e-4, learn=False).sample_transforms(1)
     raw_gap = (cnn(blob, none) - cnn(quarter, none)).norm()
     assert (a - b).norm() < 0.2 * raw_gap
+
+
+def test_the_cnn_body_in_channels_last_is_the_textbook_body_with_the_same_gradients():
+    torch.manual_seed(0)
+    cnn = ConvFeatures((1, 12, 12), Invariance("rotation", init=1.0), hidden=5, channels=(3, 4))
+    assert cnn.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    x = torch.rand(6, 1, 12, 12, requires_grad=True)
+    ws = [cnn.conv1.weight, cnn.conv1.bias, cnn.conv2.weight, cnn.conv2.bias, cnn.fc.weight]
+
+    def textbook(images):  # conv, ReLU, then pooling, in the default (contiguous) layout
+        h = torch.nn.functional.conv2d(images, ws[0].contiguous(), ws[1], padding=2)
+        h = torch.nn.functional.max_pool2d(torch.relu(h), 2)
+        h = torch.nn.functional.max_pool2d(torch.relu(torch.nn.functional.conv2d(h, ws[2].contiguous(), ws[3],
+                                                                                 padding=2)), 2)
+        return torch.relu(cnn.fc(h.flatten(1)))
+
+    out, ref = cnn.body(x), textbook(x)
+    assert torch.allclose(out, ref, atol=1e-6)
+    g = torch.autograd.grad(out.square().sum(), [x, *ws])
+    g_ref = torch.autograd.grad(ref.square().sum(), [x, *ws])
+    for a, b in zip(g, g_ref):
+        assert torch.allclose(a, b, atol=1e-5)
+    again = ConvFeatures((1, 12, 12), Invariance("rotation", init=1.0), hidden=5, channels=(3, 4))
+    again.load_state_dict(cnn.state_dict())  # a checkpoint in either layout loads into the channels-last weights
+    assert torch.equal(again.body(x), out)
