@@ -7,6 +7,8 @@
     python scripts/benchmark.py --compile       # and the pyroinv step under torch.compile
     python scripts/benchmark.py --memory        # the memory estimate of a run against measured peaks
     python scripts/benchmark.py --pyro-elbos    # Pyro's own SVI step with each ELBO; --guides, --predictive likewise
+    python scripts/benchmark.py --guides cholesky --networks cnn --hidden 256 --samples 31 --batches 128 --threads 1
+                                                # the deeper networks' whole training step
 
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
 on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory()
@@ -18,7 +20,12 @@ import subprocess
 import sys
 
 from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int
+from pyroinv.model.registry import NETWORKS
 from pyroinv.config import GUIDES
+
+
+#: the networks with the weight-space paths the main table compares (naive, pyroinv, input-aug, floor)
+WEIGHT_SPACE = ("relu", "rff")
 
 
 def measure(args) -> dict:
@@ -200,7 +207,8 @@ def main(argv=None) -> int:
     p.add_argument("--batches", type=pos_int, nargs="+", default=[128, 1024], help="training batch sizes")
     p.add_argument("--eval-batches", type=pos_int, nargs="+", default=[128, 500],
                    help="evaluation batch sizes (the same for both paths)")
-    p.add_argument("--networks", nargs="+", choices=["relu", "rff"], default=["relu", "rff"])
+    p.add_argument("--networks", nargs="+", choices=list(NETWORKS), default=list(WEIGHT_SPACE),
+                   help="the deeper networks (mlp, cnn) with --guides only: the whole training step")
     p.add_argument("--n-test", type=pos_int, default=10000, help="test images for the evaluation throughput")
     p.add_argument("--repeats", type=pos_int, default=7, help="timed repetitions (median reported)")
     p.add_argument("--threads", type=pos_int, default=2, help="torch threads (CPU)")
@@ -251,6 +259,11 @@ def main(argv=None) -> int:
     if args.single:
         print(json.dumps(measure(args)))
         return 0
+    deeper = [n for n in args.networks if n not in WEIGHT_SPACE]
+    if deeper and not args.guides:
+        sys.stderr.write(f"error: --networks {' '.join(deeper)}: only the whole training step is timed for them; "
+                         f"add --guides cholesky (and --hidden 256 for the cnn's cpu-protocol width)\n")
+        return EXIT_USAGE
     if args.memory:
         return memory_table(args)
     if args.pyro_elbos:

@@ -70,3 +70,13 @@ def test_benchmark_refuses_cuda_without_cuda(monkeypatch):
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--device", "cuda"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "CUDA is not available" in out.stderr
+
+
+def test_benchmark_times_the_cnn_s_whole_step_and_refuses_its_path_table():
+    script = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "cnn"]
+    out = subprocess.run([*script, "--guides", "cholesky"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| cnn | 16 | "))
+    assert float(row.split(" | ")[2].removesuffix(" s |").removesuffix(" s")) > 0
+    refused = subprocess.run(script, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--guides cholesky" in refused.stderr
