@@ -18,6 +18,8 @@ from .user_npz import load_npz
 from .variants import VARIANTS, make_variant
 
 BASES: dict[str, Callable[..., Split]] = {"mnist": load_mnist, "cifar10": load_cifar10}
+#: the classes of every base (and so of each of its variants)
+BASE_CLASSES: dict[str, int] = {"mnist": 10, "cifar10": 10}
 DATASET_NAMES: list[str] = [b if v == "regular" else f"{b}-{v}" for b in BASES for v in VARIANTS]
 
 
@@ -29,6 +31,11 @@ def parse_name(name: str) -> tuple[str, str]:
         if name.startswith(base + "-") and name[len(base) + 1:] in VARIANTS:
             return base, name[len(base) + 1:]
     raise DataError(f"unknown data set {name!r}; choose one of {', '.join(DATASET_NAMES)}, or a path to an .npz file")
+
+
+def num_classes(name: str) -> int:
+    """The number of classes of a named data set (not of a user's ``.npz``: load it to know), without loading it."""
+    return BASE_CLASSES[parse_name(name)[0]]
 
 
 def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
@@ -71,4 +78,4 @@ def describe(split: Split, train_size: int | None = None, test_size: int | None 
             f"inputs {split.input_shape}, {split.num_classes} classes" + "".join(f" ({n})" for n in notes))
 
 
-__all__ = ["DATASET_NAMES", "load_dataset", "parse_name", "describe"]
+__all__ = ["BASE_CLASSES", "DATASET_NAMES", "describe", "load_dataset", "num_classes", "parse_name"]

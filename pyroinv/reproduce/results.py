@@ -7,7 +7,9 @@ import statistics
 from pathlib import Path
 from typing import Sequence
 
+from ..data.registry import num_classes
 from ..run.checkpoint import read_json
+from ..run.fit_check import chance_fit_warning
 from .grids import Cell
 from .kept import kept_root
 
@@ -36,6 +38,19 @@ def finished(cell: Cell, protocol: str, root: Path) -> list[tuple[int, Path]]:
 def cell_results(cell: Cell, protocol: str, root: Path) -> list[dict]:
     """The ``results.json`` of every finished seed of ``cell``."""
     return [read_json(d / "results.json") for _, d in finished(cell, protocol, root)]
+
+
+def at_chance(r: dict) -> bool:
+    """Whether a finished run fitted its training data no better than chance: the warning its ``results.json`` keeps,
+    or, for results written before runs kept it, the same test (:mod:`pyroinv.run.fit_check`) on its training
+    log-likelihood."""
+    if r.get("warnings"):
+        return True
+    try:
+        classes = num_classes(r["dataset"])
+    except Exception:  # a user's .npz, or no data set recorded: nothing to test against
+        return False
+    return chance_fit_warning(r.get("train_loglik_per_datapoint"), classes, None) is not None
 
 
 def mean_sd(values: Sequence[float], fmt: str = "{:.2f}", unit: str = "") -> str:

@@ -11,11 +11,18 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..run.checkpoint import read_jsonl, write_bytes
+from ..run.fit_check import CHANCE_FRACTION
 from ..run.plots import plot_curves_panels, plot_eta_panels
 from .claims import CLAIM_TABLES, claims_section
 from .glance import GLANCE, glance_section
 from .grids import Table, protocol_flags, tables
-from .results import LABELS, cell_results, finished, mean_sd
+from .results import LABELS, at_chance, cell_results, finished, mean_sd
+
+#: the mark of an accuracy entry with a seed at chance, and the note under the table that says so
+CHANCE_MARK = "†"
+CHANCE_NOTE = (f"{CHANCE_MARK} a seed of this cell fitted its training data no better than chance (training NLL at "
+               f"least {CHANCE_FRACTION} log K; `pyroinv.run.fit_check`): a failed run, not a measurement of the method.")
+
 
 def _metric(rs: list[dict], name: str) -> list[float]:
     return [r[name] for r in rs if r.get(name) is not None]
@@ -102,8 +109,13 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
         return f"{_paper(table, row, d, which, '{:.2f}')} / {measured}" if paper else measured
 
     nats = "{:.2f}" if paper else "{:.3f}"
-    out += _grid(table, protocol, root, lambda row, d, rs: with_paper(
-        row, d, 0, mean_sd([100 * a for a in _metric(rs, 'test_accuracy')])))
+    def accuracy(rs: list[dict]) -> str:
+        return mean_sd([100 * a for a in _metric(rs, "test_accuracy")]) + (CHANCE_MARK if any(map(at_chance, rs))
+                                                                            else "")
+
+    out += _grid(table, protocol, root, lambda row, d, rs: with_paper(row, d, 0, accuracy(rs)))
+    if any(CHANCE_MARK in line for line in out[-len(table.rows):]):
+        out += ["", CHANCE_NOTE]
     if any(v[1] is not None for v in table.paper.values()) or not table.paper:
         out += ["", "ELBO / N (training set; for rows with a point W2 (ML, Laplace, Augerino) the training "
                 "log-likelihood / N):", ""]

@@ -146,3 +146,21 @@ def test_the_earlier_protocol_reports_into_its_own_file(tmp_path):
     assert report_file(PUBLISHED_RUNS, protocol="paper") == ROOT / "docs" / "RESULTS.md"
     assert report_file(tmp_path, protocol="cpu-q0.05") == tmp_path / "RESULTS.md"
     assert "<!-- reproduce:claims:cpu-q0.05 begin -->" in (ROOT / "docs" / "EARLIER_PROTOCOL.md").read_text()
+
+
+def test_a_cell_at_chance_is_marked_whether_its_results_kept_the_warning_or_not(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYROINV_KEPT_RESULTS", str(tmp_path / "kept"))
+    rows = tables()["efficiency"].rows
+    _write(tmp_path, rows["cnn · ELBO · 312"]["mnist-rot"], 0, test_accuracy=0.1, dataset="mnist-rot",
+           train_loglik_per_datapoint=-2.6)                                   # written before runs kept the warning
+    _write(tmp_path, rows["cnn · ELBO · 1,250"]["mnist-rot"], 0, test_accuracy=0.1, dataset="mnist-rot",
+           train_loglik_per_datapoint=-2.6, warnings=["the network fits its training data no better than chance"])
+    _write(tmp_path, rows["cnn · ELBO · 5,000"]["mnist-rot"], 0, test_accuracy=0.9, dataset="mnist-rot",
+           train_loglik_per_datapoint=-2.0)                                   # 2.0 < 0.9 log 10 = 2.07: it learned
+    md = tmp_path / "RESULTS.md"
+    md.write_text("")
+    write_report(["efficiency"], "cpu", tmp_path, md)
+    text = md.read_text()
+    assert "| cnn · ELBO · 312 | 10.00† |" in text and "| cnn · ELBO · 1,250 | 10.00† |" in text
+    assert "| cnn · ELBO · 5,000 | 90.00 |" in text
+    assert text.count("† a seed of this cell fitted its training data no better than chance") == 1
