@@ -20,8 +20,8 @@ import subprocess
 import sys
 
 from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int
-from pyroinv.model.registry import NETWORKS
 from pyroinv.config import GUIDES
+from pyroinv.model.registry import NETWORKS
 
 
 #: the networks with the weight-space paths the main table compares (naive, pyroinv, input-aug, floor)

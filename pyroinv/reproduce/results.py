@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..data.registry import num_classes
+from ..errors import DataError
 from ..run.checkpoint import read_json
 from ..run.fit_check import chance_fit_warning
 from .grids import Cell
@@ -48,7 +49,7 @@ def at_chance(r: dict) -> bool:
         return True
     try:
         classes = num_classes(r["dataset"])
-    except Exception:  # a user's .npz, or no data set recorded: nothing to test against
+    except (KeyError, DataError):  # no data set recorded, or a user's .npz: nothing to test against
         return False
     return chance_fit_warning(r.get("train_loglik_per_datapoint"), classes, None) is not None
 
