@@ -302,4 +302,6 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
               f"learned invariance: {res['learned_invariance']}")
         print(f"  inactive units: {100 * res['inactive_units']:.1f}% of the last hidden layer's (zero on every one of "
               f"these images under every transform)")
+        pairs = ", ".join(f"{t} as {p} ({n})" for t, p, n in res["most_confused"])
+        print(f"  most confused (true as predicted): {pairs or 'none'}; {res['errors']} errors in all")
     return 0

@@ -39,6 +39,20 @@ def classification_metrics(log_probs: torch.Tensor, y: torch.Tensor) -> dict[str
     return {"accuracy": acc, "nll": nll}
 
 
+@torch.no_grad()
+def most_confused(log_probs: torch.Tensor, y: torch.Tensor, top: int = 5) -> list[tuple[int, int, int]]:
+    """The ``top`` most frequent errors of the predictive's choice ``argmax_k log p(k | x)``, as
+    ``(true class, predicted class, count)``, most frequent first: the largest off-diagonal entries of the confusion
+    matrix ``C[t, p] = #{n : y_n = t, argmax = p}``. Which pairs an invariance makes hard to tell apart (a 6 turned
+    by 180 degrees is a 9) shows here."""
+    K = log_probs.shape[-1]
+    pred = log_probs.argmax(-1).cpu()
+    C = torch.bincount(y.cpu() * K + pred, minlength=K * K).view(K, K)
+    C.fill_diagonal_(0)
+    counts, idx = C.flatten().topk(min(top, K * K))
+    return [(int(i) // K, int(i) % K, int(c)) for c, i in zip(counts, idx) if c > 0]
+
+
 @dataclass
 class PosteriorPredictive:
     """One pass of the posterior predictive over a test set (tensors on the CPU).
@@ -143,5 +157,5 @@ def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Ten
     return posterior_predictive(model, guide, x_test, y_test, draws, batch_size).metrics()
 
 
-__all__ = ["PosteriorPredictive", "per_draw_log_probs", "posterior_draws", "posterior_predictive", "predictive_log_probs",
+__all__ = ["PosteriorPredictive", "most_confused", "per_draw_log_probs", "posterior_draws", "posterior_predictive", "predictive_log_probs",
            "classification_metrics", "elbo_per_datapoint", "evaluate", "inactive_units"]

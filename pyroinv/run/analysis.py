@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..model import lie
 from ..inference.build import resolve_device
 from ..data import load_dataset
-from ..inference.evaluate import elbo_per_datapoint, evaluate, inactive_units
+from ..inference.evaluate import elbo_per_datapoint, inactive_units, most_confused, posterior_predictive
 from ..inference.laplace_layers import laplace_evidences
 from .folder import RunFolder, load_run
 
@@ -26,7 +26,7 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
 
     ``samples``: the transforms S of the Monte-Carlo average ``f_hat(x) = (1/S) sum_i f(T_i x)`` (default: the
     run's); the model is the expectation over ``T ~ p_eta``, so a larger S estimates the same predictive more
-    closely."""
+    closely. ``most_confused``: the five most frequent ``(true, predicted, count)`` errors of the ``errors`` in all."""
     dev = resolve_device(device)
     folder = RunFolder(out)
     folder.require_run()
@@ -44,11 +44,13 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     if samples is not None:
         model.num_samples = samples
     torch.manual_seed(cfg.seed + 1)  # the draws of the run's own evaluation
-    metrics = evaluate(model, guide, x, y, draws=draws or cfg.eval_draws)
+    pp = posterior_predictive(model, guide, x, y, draws=draws or cfg.eval_draws)
+    metrics = pp.metrics()
     units = inactive_units(model, x)  # after the predictive, whose draws stay those of the run's own evaluation
     return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
             "samples": model.num_samples, "split": split, f"{split}_accuracy": metrics["accuracy"],
             f"{split}_nll": metrics["nll"], f"{split}_size": int(x.shape[0]), "inactive_units": units,
+            "errors": int((pp.log_probs.argmax(-1) != pp.y).sum()), "most_confused": most_confused(pp.log_probs, pp.y),
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
 
 

@@ -26,3 +26,16 @@ def test_inactive_units_counts_the_units_that_no_image_switches_on(network):
 def test_cosine_features_are_never_counted_inactive():
     model, _ = build_model(Config(network="rff", hidden=8, samples=2, inference="map").validate(), (1, 12, 12), 4)
     assert inactive_units(model, torch.rand(5, 1, 12, 12)) == 0.0
+
+
+def test_most_confused_lists_the_largest_off_diagonal_counts_first():
+    from pyroinv.inference.evaluate import most_confused
+
+    y = torch.tensor([6, 6, 6, 9, 9, 1, 1, 2])
+    pred = torch.tensor([9, 9, 6, 6, 9, 7, 1, 2])  # 6 as 9 twice, 9 as 6 once, 1 as 7 once
+    log_probs = torch.nn.functional.one_hot(pred, 10).float().log_softmax(-1)
+    pairs = most_confused(log_probs, y)
+    assert pairs[0] == (6, 9, 2)
+    assert sorted(pairs[1:]) == [(1, 7, 1), (9, 6, 1)]
+    assert most_confused(log_probs, y, top=1) == [(6, 9, 2)]
+    assert most_confused(torch.nn.functional.one_hot(y, 10).float(), y) == []  # no errors, no pairs

@@ -149,9 +149,13 @@ def test_evaluate_script_on_another_variant(script_run, cache_dir):
     res = json.loads(proc.stdout)
     assert res["trained_on"] == "mnist-rot" and res["evaluated_on"] == "mnist" and res["test_size"] == 50
     assert res["learned_invariance"].startswith("rotation ±") and 0 <= res["inactive_units"] < 1
+    assert res["errors"] == round((1 - res["test_accuracy"]) * 50)
+    assert sum(n for _, _, n in res["most_confused"]) <= res["errors"]
+    assert all(t != p and 0 <= t < 10 and 0 <= p < 10 for t, p, _ in res["most_confused"])
     text = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out), "--test-size", "50"],
                           capture_output=True, text=True, env=env, timeout=300).stdout
     assert "inactive units: " in text and "% of the last hidden layer's" in text
+    assert "most confused (true as predicted): " in text and "errors in all" in text
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out / "nope")],
                          capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a run folder" in bad.stderr
