@@ -157,5 +157,5 @@ def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Ten
     return posterior_predictive(model, guide, x_test, y_test, draws, batch_size).metrics()
 
 
-__all__ = ["PosteriorPredictive", "most_confused", "per_draw_log_probs", "posterior_draws", "posterior_predictive", "predictive_log_probs",
-           "classification_metrics", "elbo_per_datapoint", "evaluate", "inactive_units"]
+__all__ = ["PosteriorPredictive", "most_confused", "per_draw_log_probs", "posterior_draws", "posterior_predictive",
+           "predictive_log_probs", "classification_metrics", "elbo_per_datapoint", "evaluate", "inactive_units"]
