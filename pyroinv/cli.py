@@ -20,7 +20,7 @@ from .model.lie import SAMPLINGS
 from .model.bnn import AVERAGES
 from .errors import ConfigError, PyroinvError
 from .inference.methods import METHODS, method
-from .model.registry import NETWORKS
+from .model.registry import CNN_ACTIVATIONS, NETWORKS
 from .run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2
@@ -85,6 +85,8 @@ def train_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=pos_int, default=d.depth, help="--network mlp only: hidden layers (at least 2)")
     p.add_argument("--channels", type=pos_int, nargs=2, default=d.channels, metavar=("C1", "C2"),
                    help="--network cnn only: channels of its two convolutions")
+    p.add_argument("--activation", choices=list(CNN_ACTIVATIONS), default=d.activation,
+                   help="--network cnn only: its units, relu or tanh (LILA's LeNet has tanh units)")
     p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
     p.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling, help="eps ~ U[-1,1]^k or a linspace grid")
     p.add_argument("--init-eta", type=any_float, nargs="+", default=[d.init_eta],
@@ -245,8 +247,9 @@ def _train(args: argparse.Namespace, argv: list[str]) -> int:
         cfg = resume_config(args, argv, out)
     if "depth" in given_flags(argv) and cfg.network != "mlp":
         raise ConfigError(f"--depth applies to --network mlp only, not {cfg.network}; drop it or add --network mlp")
-    if "channels" in given_flags(argv) and cfg.network != "cnn":
-        raise ConfigError(f"--channels applies to --network cnn only, not {cfg.network}; drop it or add --network cnn")
+    for flag in ("channels", "activation"):
+        if flag in given_flags(argv) and cfg.network != "cnn":
+            raise ConfigError(f"--{flag} applies to --network cnn only, not {cfg.network}; drop it or add --network cnn")
     if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
         raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
                           f"drop it or add --inference augerino")

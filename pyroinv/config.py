@@ -13,7 +13,7 @@ from .model.lie import SAMPLINGS
 from .inference.methods import METHODS
 from .inference.objectives import LAPLACE
 from .model.bnn import AVERAGES
-from .model.registry import CNN_CHANNELS, NETWORKS
+from .model.registry import CNN_ACTIVATIONS, CNN_CHANNELS, NETWORKS
 
 DEVICES = ("auto", "cpu", "cuda")
 #: what the Laplace evidence of ``--inference laplace`` covers: the output layer, or every fully connected layer
@@ -49,8 +49,8 @@ class Config:
     * ``jacobian=False``: the weight images are warped as in the paper, without the ``|det A|`` factor that
       would make the averaged features exactly invariant to input scaling (:func:`pyroinv.model.warp.jacobian`).
     * ``network="relu"`` is the paper's single hidden layer; ``mlp`` stacks ``depth`` such layers and ``cnn`` is a
-      small convolutional network with ``channels`` in its two convolutions (:mod:`pyroinv.model.registry`), beyond
-      the paper.
+      small convolutional network with ``channels`` in its two convolutions and ``activation`` units
+      (``relu``, or ``tanh`` as in LILA's LeNet; :mod:`pyroinv.model.registry`), beyond the paper.
     * ``laplace_layers="last"``: ``--inference laplace`` learns ``eta`` on the Laplace evidence of ``W2``, the layer
       the paper treats as random; ``"all"`` covers every fully connected layer with learned prior precisions, LILA's
       scope (:mod:`pyroinv.inference.laplace_layers`).
@@ -84,6 +84,7 @@ class Config:
     hidden: int = 1024
     depth: int = 3
     channels: list[int] = field(default_factory=lambda: list(CNN_CHANNELS))
+    activation: str = "relu"
     samples: int = 32
     sampling: str = "stochastic"
     init_eta: float | list[float] | None = None
@@ -118,7 +119,8 @@ class Config:
         """Raise :class:`ConfigError` (one line) for any value out of range."""
         choices = {"invariance": tuple(lie.PRESETS), "network": tuple(NETWORKS), "inference": tuple(METHODS),
                    "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES, "eta_constraint": CONSTRAINTS,
-                   "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES, "laplace_layers": LAPLACE_LAYERS}
+                   "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES, "laplace_layers": LAPLACE_LAYERS,
+                   "activation": CNN_ACTIVATIONS}
         for name, allowed in choices.items():
             value = getattr(self, name)
             if value not in allowed:

@@ -25,6 +25,8 @@ CASES = [
     (["--channels", "32", "64"], "--channels applies to --network cnn only, not relu"),
     (["--network", "cnn", "--channels", "32"], "argument --channels: expected 2 arguments"),
     (["--network", "cnn", "--channels", "32", "0"], "argument --channels: '0' must be positive"),
+    (["--activation", "tanh"], "--activation applies to --network cnn only, not relu"),
+    (["--network", "cnn", "--activation", "gelu"], "argument --activation: invalid choice: 'gelu'"),
     (["--inference", "laplace", "--average", "probs"], "--inference laplace needs --average logits"),
     (["--min-steps", "-5"], "--min-steps must be a non-negative whole number of steps"),
 ]

@@ -13,8 +13,8 @@ evidence (:mod:`pyroinv.inference.laplace`) applies to the same network.
   the transforms act on the first layer's weights (the paper's weight-space trick, exact for any layers
   above it, since ``W_1 T_i x`` is all that sees the transform); with an input-space method (Augerino) on the
   inputs.
-* :class:`ConvFeatures` (``--network cnn``): a small CNN, two 5 x 5 convolutions (``channels``) with ReLU and
-  2 x 2 max-pooling, then a fully connected ReLU layer of ``H`` units. A convolution's weights cannot carry a
+* :class:`ConvFeatures` (``--network cnn``): a small CNN, two 5 x 5 convolutions (``channels``) with ReLU (or
+  ``tanh``, ``--activation``) and 2 x 2 max-pooling, then a fully connected layer of ``H`` such units. A convolution's weights cannot carry a
   rotation of the whole image, so the transforms act on the inputs (bilinear resampling at ``T_i p``, zeros
   outside): the same function as averaging over augmented copies of the input.
 
@@ -38,6 +38,8 @@ from .warp import warp_images
 
 #: the CNN's two convolutions' channels by default (``--channels``)
 CNN_CHANNELS = (16, 32)
+#: the CNN's units (``--activation``): ReLU, or tanh as in LILA's LeNet, whose units cannot switch off for good
+CNN_ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 
 
 def _relu_layer(n_in: int, n_out: int, scale: float = 1.0) -> nn.Module:
@@ -107,7 +109,8 @@ class DeepMLPFeatures(PyroinvModule):
 
 
 class ConvFeatures(PyroinvModule):
-    """A small CNN on every transformed input: ``conv5x5(c1)-relu-pool2, conv5x5(c2)-relu-pool2, fc(H)-relu``.
+    """A small CNN on every transformed input: ``conv5x5(c1)-g-pool2, conv5x5(c2)-g-pool2, fc(H)-g`` with units
+    ``g`` = ReLU (default) or tanh.
 
     Args:
         input_shape: ``(C, H, W)``; images only.
@@ -115,6 +118,7 @@ class ConvFeatures(PyroinvModule):
         hidden: units of the fully connected layer (the features under ``W2``).
         channels: ``(c1, c2)``.
         init_scale: factor on the fully connected layer's initial weights.
+        activation: ``"relu"`` or ``"tanh"`` (:data:`CNN_ACTIVATIONS`); the initialisation is the same.
     """
 
     #: the transforms act on the inputs: there are no warped filters to plot
@@ -122,8 +126,10 @@ class ConvFeatures(PyroinvModule):
     is_image = True
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 256,
-                 channels: tuple[int, int] = CNN_CHANNELS, init_scale: float = 1.0) -> None:
+                 channels: tuple[int, int] = CNN_CHANNELS, init_scale: float = 1.0, activation: str = "relu") -> None:
         super().__init__()
+        if activation not in CNN_ACTIVATIONS:
+            raise ConfigError(f"--activation {activation!r} is not one of {', '.join(CNN_ACTIVATIONS)}")
         if len(input_shape) != 3:
             raise ConfigError(f"--network cnn needs images (C, H, W), but the inputs have shape {tuple(input_shape)}; "
                               f"use --network relu or mlp")
@@ -133,6 +139,8 @@ class ConvFeatures(PyroinvModule):
         self.input_shape = tuple(input_shape)
         self.invariance = invariance
         self.hidden = hidden
+        self.activation = activation
+        self._g = CNN_ACTIVATIONS[activation]
         c1, c2 = channels
         with local_params():
             self.conv1 = PyroModule[nn.Conv2d](C, c1, 5, padding=2)
@@ -152,11 +160,12 @@ class ConvFeatures(PyroinvModule):
 
         The convolutions run in the channels-last memory layout (their weights are stored so): the same numbers, and
         on the CPU a whole training step at S = 31 1.4-1.6x faster than in the default layout (oneDNN's convolutions and
-        max-pooling are vectorised over channels). ``flatten`` reads the result in (C, H, W) order either way. The ReLU
-        comes after the pooling (``relu(pool(h)) = pool(relu(h))``: ReLU is monotone), on a quarter of the numbers."""
-        h = torch.relu(F.max_pool2d(self.conv1(images.contiguous(memory_format=torch.channels_last)), 2))
-        h = torch.relu(F.max_pool2d(self.conv2(h), 2))
-        return torch.relu(self.fc(h.flatten(1)))
+        max-pooling are vectorised over channels). ``flatten`` reads the result in (C, H, W) order either way. The unit
+        comes after the pooling (``g(pool(h)) = pool(g(h))``: ReLU and tanh are monotone), on a quarter of the numbers."""
+        g = self._g
+        h = g(F.max_pool2d(self.conv1(images.contiguous(memory_format=torch.channels_last)), 2))
+        h = g(F.max_pool2d(self.conv2(h), 2))
+        return g(self.fc(h.flatten(1)))
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Nothing to precompute on the weights: the transforms themselves, for :meth:`apply_bank`."""
@@ -182,4 +191,4 @@ def conv_activations(input_shape: tuple[int, ...], hidden: int, channels: tuple[
         c2 * (h // 4) * (w // 4) + hidden
 
 
-__all__ = ["CNN_CHANNELS", "ConvFeatures", "DeepMLPFeatures", "conv_activations"]
+__all__ = ["CNN_ACTIVATIONS", "CNN_CHANNELS", "ConvFeatures", "DeepMLPFeatures", "conv_activations"]

@@ -12,7 +12,7 @@ name       feature map                                                          
 ``relu``   the paper's: ``relu(W1 T x + b1)``, H units, ``W1`` learned           yes (exact)
 ``rff``    the paper's random Fourier features, ``W1`` fixed                     yes (exact)
 ``mlp``    ``--depth`` ReLU layers of H units (:class:`~.deep.DeepMLPFeatures`)  on the first layer (exact)
-``cnn``    two conv layers and one of H units (:class:`~.deep.ConvFeatures`)     no: on the inputs
+``cnn``    two conv layers, one of H units; ReLU or tanh (``ConvFeatures``)     no: on the inputs
 =========  ===================================================================  ===========================
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Callable
 import torch.nn as nn
 
 from ..errors import ConfigError
-from .deep import CNN_CHANNELS, ConvFeatures, DeepMLPFeatures, conv_activations
+from .deep import CNN_ACTIVATIONS, CNN_CHANNELS, ConvFeatures, DeepMLPFeatures, conv_activations
 from .input_features import InputAugmentedFeatures
 from .invariance import Invariance
 from .networks import InvariantFeatures
@@ -37,6 +37,7 @@ class FeatureSettings:
     hidden: int = 1024
     depth: int = 3
     channels: tuple[int, int] = CNN_CHANNELS
+    activation: str = "relu"
     blur_sigma: float = 0.1
     rff_sigma: float = 0.3
     rff_lengthscale: float | None = None
@@ -64,7 +65,8 @@ def _mlp(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSetting
 
 
 def _cnn(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
-    return ConvFeatures(input_shape, invariance, hidden=s.hidden, channels=s.channels, init_scale=s.init_scale)
+    return ConvFeatures(input_shape, invariance, hidden=s.hidden, channels=s.channels, init_scale=s.init_scale,
+                        activation=s.activation)
 
 
 @dataclass(frozen=True)
@@ -131,4 +133,4 @@ def build_features(name: str, input_shape: tuple[int, ...], invariance: Invarian
     return net.build(tuple(input_shape), invariance, settings, on_inputs or not net.weight_space)
 
 
-__all__ = ["CNN_CHANNELS", "FeatureSettings", "NETWORKS", "Network", "build_features", "network"]
+__all__ = ["CNN_ACTIVATIONS", "CNN_CHANNELS", "FeatureSettings", "NETWORKS", "Network", "build_features", "network"]

@@ -1,6 +1,8 @@
 """The deeper networks: the transforms act on the first layer only (mlp) or on the inputs (cnn)."""
+import pytest
 import torch
 
+from pyroinv.errors import ConfigError
 from pyroinv.model.deep import ConvFeatures, DeepMLPFeatures
 from pyroinv.model.invariance import Invariance
 from pyroinv.model.networks import InvariantFeatures
@@ -67,3 +69,22 @@ def test_the_cnn_body_in_channels_last_is_the_textbook_body_with_the_same_gradie
     again = ConvFeatures((1, 12, 12), Invariance("rotation", init=1.0), hidden=5, channels=(3, 4))
     again.load_state_dict(cnn.state_dict())  # a checkpoint in either layout loads into the channels-last weights
     assert torch.equal(again.body(x), out)
+
+
+def test_the_tanh_cnn_is_the_same_body_with_tanh_units():
+    torch.manual_seed(0)
+    relu = ConvFeatures((1, 12, 12), Invariance("rotation", init=1.0), hidden=5, channels=(3, 4))
+    cnn = ConvFeatures((1, 12, 12), Invariance("rotation", init=1.0), hidden=5, channels=(3, 4), activation="tanh")
+    cnn.load_state_dict(relu.state_dict())
+    x = torch.randn(6, 1, 12, 12)
+    c = torch.nn.functional
+    h = torch.tanh(c.max_pool2d(c.conv2d(x, cnn.conv1.weight, cnn.conv1.bias, padding=2), 2))
+    h = torch.tanh(c.max_pool2d(c.conv2d(h, cnn.conv2.weight, cnn.conv2.bias, padding=2), 2))
+    out = cnn.body(x)
+    assert torch.allclose(out, torch.tanh(cnn.fc(h.flatten(1))), atol=1e-6)
+    assert out.min() < 0 and not torch.allclose(out, relu.body(x))  # tanh units go negative; ReLU units do not
+
+
+def test_an_unknown_cnn_activation_is_one_line():
+    with pytest.raises(ConfigError, match="--activation 'gelu' is not one of relu, tanh"):
+        ConvFeatures((1, 12, 12), Invariance("rotation", init=1.0), hidden=5, activation="gelu")
