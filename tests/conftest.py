@@ -12,6 +12,22 @@ os.environ["PYROINV_KEPT_RESULTS"] = tempfile.mkdtemp(prefix="pyroinv-kept-")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+def _share_cores() -> None:
+    """Under pytest-xdist each worker (and every script a test starts) gets its share of the cores, so that the
+    workers' torch thread pools do not oversubscribe the machine."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, share)
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+_share_cores()
+
+
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> str:
     """A cache folder shared by the whole session (real MNIST is converted into it once)."""
