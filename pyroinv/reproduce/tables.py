@@ -101,7 +101,8 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
            "```bash", command(table.key, protocol, seeds), "```", "",
            f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column, which take "
            f"precedence (`--dry-run` prints every command). Entries: {entries} (number of seeds) "
-           f"where several seeds ran; – = not run."]
+           f"where several seeds ran; – = not run" + ("; empty = not in the grid." if any(
+               set(cells) != set(table.datasets) for cells in table.rows.values()) else ".")]
     if any(c.kind == "sgpr" for c in table.cells()):
         out[-1] += f" SGPR: `sgpr_train.py {' '.join(protocol_flags(protocol, 'sgpr'))}`."
     out += ["", "Test accuracy (%):", ""]
