@@ -51,8 +51,8 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
         lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
     invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
                             constraint=cfg.eta_constraint, image_size=image_size)
-    settings = FeatureSettings(hidden=cfg.hidden, depth=cfg.depth, channels=tuple(cfg.channels), activation=cfg.activation,
-                               blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
+    settings = FeatureSettings(hidden=cfg.hidden, depth=cfg.depth, channels=tuple(cfg.channels),
+                               activation=cfg.activation, blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
                                rff_lengthscale=cfg.rff_lengthscale, init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)
     features = build_features(cfg.network, input_shape, invariance, settings, on_inputs=m.transforms_on == "inputs")
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,

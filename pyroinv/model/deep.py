@@ -14,9 +14,9 @@ evidence (:mod:`pyroinv.inference.laplace`) applies to the same network.
   above it, since ``W_1 T_i x`` is all that sees the transform); with an input-space method (Augerino) on the
   inputs.
 * :class:`ConvFeatures` (``--network cnn``): a small CNN, two 5 x 5 convolutions (``channels``) with ReLU (or
-  ``tanh``, ``--activation``) and 2 x 2 max-pooling, then a fully connected layer of ``H`` such units. A convolution's weights cannot carry a
-  rotation of the whole image, so the transforms act on the inputs (bilinear resampling at ``T_i p``, zeros
-  outside): the same function as averaging over augmented copies of the input.
+  ``tanh``, ``--activation``) and 2 x 2 max-pooling, then a fully connected layer of ``H`` such units. A
+  convolution's weights cannot carry a rotation of the whole image, so the transforms act on the inputs (bilinear
+  resampling at ``T_i p``, zeros outside): the same function as averaging over augmented copies of the input.
 
 The layers above the first start at Kaiming-uniform (ReLU gain), biases zero, so a unit's scale is kept from
 layer to layer; the layer that feeds ``W2`` is multiplied by ``init_scale`` (``Config.w1_init_scale``), as the
@@ -160,8 +160,9 @@ class ConvFeatures(PyroinvModule):
 
         The convolutions run in the channels-last memory layout (their weights are stored so): the same numbers, and
         on the CPU a whole training step at S = 31 1.4-1.6x faster than in the default layout (oneDNN's convolutions and
-        max-pooling are vectorised over channels). ``flatten`` reads the result in (C, H, W) order either way. The unit
-        comes after the pooling (``g(pool(h)) = pool(g(h))``: ReLU and tanh are monotone), on a quarter of the numbers."""
+        max-pooling are vectorised over channels). ``flatten`` reads the result in (C, H, W) order either way. The
+        unit comes after the pooling (``g(pool(h)) = pool(g(h))``: ReLU and tanh are monotone), on a quarter of the
+        numbers."""
         g = self._g
         h = g(F.max_pool2d(self.conv1(images.contiguous(memory_format=torch.channels_last)), 2))
         h = g(F.max_pool2d(self.conv2(h), 2))

@@ -268,19 +268,20 @@ def _efficiency(key: str, title: str, sizes: tuple[int, ...]) -> "Table":
     return Table(key, title, EFFICIENCY_DATASETS, rows, curves=curves if len(sizes) > 1 else {})
 
 
-#: networks whose cpu-protocol run underfits (training NLL / N equal to the test NLL after 10 epochs: the CNN's
-#: 0.111 and 0.111 on fully rotated MNIST), with the longer runs the deep grid adds for them. After 30 epochs the CNN's training NLL is still 0.056 per image and 91% of its fully connected
-#: layer's units are never active, so the second run starts that layer at Kaiming's scale rather than 0.15 of it; the
-#: third takes LILA's S = 31 transforms in training (the predictive's Monte-Carlo error at S = 8 costs 0.85 points).
-#: S = 31 fitted the training images more closely (NLL 0.040 against a test NLL of 0.075) without a more accurate
-#: predictive, and 93% of the fully connected units stayed off: the fourth widens the convolutions instead (twice
-#: the channels, about 2.2 times the step), so that the units under ``W2`` read more kinds of oriented features; the
-#: fifth keeps the body and gives the fully connected layer four times the units, so that more of them stay on.
-#: More units on meant less rotation learned; the sixth takes LILA's tanh units instead, which cannot switch off for
-#: good, in the same body; they fitted the training images less closely (log-likelihood -0.183 per image against
-#: -0.056) at Adam's 1e-3, so the seventh adds LILA's rate, 5e-3, which had switched every ReLU unit off. The longer run has a cell on each rotated data set (does the ELBO still order them?); the
-#: tries after it are aimed at the accuracy on fully rotated MNIST and run there alone. Entries: (row label, folder
-#: tag, settings, data sets).
+#: networks whose cpu-protocol run underfits (training NLL / N equal to the test NLL after 10 epochs: the CNN's 0.111
+#: and 0.111 on fully rotated MNIST), with the longer runs the deep grid adds for them. After 30 epochs the CNN's
+#: training NLL is still 0.056 per image and 91% of its fully connected layer's units are never active, so the second
+#: run starts that layer at Kaiming's scale rather than 0.15 of it; the third takes LILA's S = 31 transforms in
+#: training (the predictive's Monte-Carlo error at S = 8 costs 0.85 points). S = 31 fitted the training images more
+#: closely (NLL 0.040 against a test NLL of 0.075) without a more accurate predictive, and 93% of the fully connected
+#: units stayed off: the fourth widens the convolutions instead (twice the channels, about 2.2 times the step), so
+#: that the units under ``W2`` read more kinds of oriented features; the fifth keeps the body and gives the fully
+#: connected layer four times the units, so that more of them stay on. More units on meant less rotation learned; the
+#: sixth takes LILA's tanh units instead, which cannot switch off for good, in the same body; they fitted the
+#: training images less closely (log-likelihood -0.183 per image against -0.056) at Adam's 1e-3, so the seventh adds
+#: LILA's rate, 5e-3, which had switched every ReLU unit off. The longer run has a cell on each rotated data set
+#: (does the ELBO still order them?); the tries after it are aimed at the accuracy on fully rotated MNIST and run
+#: there alone. Entries: (row label, folder tag, settings, data sets).
 DEEP_LONGER_RUNS: dict[str, tuple[tuple[str, str, dict[str, Any], tuple[str, ...]], ...]] = {
     "cnn": (("30 epochs", "e30", {"epochs": 30}, paper.ROT),
             ("30 epochs, fc layer started at full scale", "e30-w1init1", {"epochs": 30, "w1_init_scale": 1.0},
