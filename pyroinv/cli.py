@@ -24,6 +24,8 @@ from .model.registry import CNN_ACTIVATIONS, NETWORKS
 from .run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2
+#: flags that one network alone reads: flag (as ``given_flags`` names it) -> that network
+NETWORK_FLAGS = {"depth": "mlp", "channels": "cnn", "activation": "cnn"}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -245,11 +247,10 @@ def _train(args: argparse.Namespace, argv: list[str]) -> int:
     out = args.out or default_out(cfg)
     if args.resume and (out / "config.json").exists():
         cfg = resume_config(args, argv, out)
-    if "depth" in given_flags(argv) and cfg.network != "mlp":
-        raise ConfigError(f"--depth applies to --network mlp only, not {cfg.network}; drop it or add --network mlp")
-    for flag in ("channels", "activation"):
-        if flag in given_flags(argv) and cfg.network != "cnn":
-            raise ConfigError(f"--{flag} applies to --network cnn only, not {cfg.network}; drop it or add --network cnn")
+    for flag, net in NETWORK_FLAGS.items():
+        if flag in given_flags(argv) and cfg.network != net:
+            raise ConfigError(f"--{flag} applies to --network {net} only, not {cfg.network}; "
+                              f"drop it or add --network {net}")
     if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
         raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
                           f"drop it or add --inference augerino")

@@ -140,7 +140,6 @@ class ConvFeatures(PyroinvModule):
         self.invariance = invariance
         self.hidden = hidden
         self.activation = activation
-        self._g = CNN_ACTIVATIONS[activation]
         c1, c2 = channels
         with local_params():
             self.conv1 = PyroModule[nn.Conv2d](C, c1, 5, padding=2)
@@ -163,7 +162,7 @@ class ConvFeatures(PyroinvModule):
         max-pooling are vectorised over channels). ``flatten`` reads the result in (C, H, W) order either way. The
         unit comes after the pooling (``g(pool(h)) = pool(g(h))``: ReLU and tanh are monotone), on a quarter of the
         numbers."""
-        g = self._g
+        g = CNN_ACTIVATIONS[self.activation]
         h = g(F.max_pool2d(self.conv1(images.contiguous(memory_format=torch.channels_last)), 2))
         h = g(F.max_pool2d(self.conv2(h), 2))
         return g(self.fc(h.flatten(1)))
