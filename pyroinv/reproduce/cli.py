@@ -33,7 +33,8 @@ def parser() -> OneLineParser:
                    help="paper: the paper's settings; cpu: documented reductions for a 2-core CPU (default: cpu)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every cell (default: 0)")
     p.add_argument("--rows", nargs="+", metavar="TEXT",
-                   help="only the rows whose label contains one of these (e.g. fixed; default: every row)")
+                   help="only the rows whose label contains one of these (e.g. fixed), or the row a label names in "
+                        "full (default: every row)")
     p.add_argument("--datasets", nargs="+", metavar="NAME",
                    help="only the cells of these data sets, the tables' columns (e.g. mnist-rot90; default: all)")
     p.add_argument("--jobs", type=int, default=None,

@@ -340,11 +340,12 @@ class Table:
     curves: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def cells(self, only: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[Cell]:
-        """The distinct cells, row by row; ``only``: rows whose label contains one of these strings;
-        ``datasets``: only these columns."""
+        """The distinct cells, row by row; ``only``: rows whose label contains one of these strings, or the one row
+        a string names in full (``"cnn: ELBO, learned rotation, 30 epochs"`` leaves out the rows whose labels go on
+        from it); ``datasets``: only these columns."""
         seen: dict[Cell, None] = {}
         for label, row in self.rows.items():
-            if only and not any(s in label for s in only):
+            if only and not any(s == label if s in self.rows else s in label for s in only):
                 continue
             for dataset, cell in row.items():
                 if datasets is None or dataset in datasets:

@@ -128,3 +128,18 @@ def test_table2_has_the_rows_beyond_the_paper():
             assert f"--invariance {inv}" in " ".join(argv) and ("--jacobian" in argv) == jac
             assert cell.name(0).endswith("-jac-s0") == jac
             assert cell.config("cpu", 0).jacobian is jac
+
+
+def test_a_row_named_in_full_is_chosen_alone_and_a_fragment_chooses_every_row_containing_it():
+    deep = tables()["deep"]
+    alone = deep.cells(["cnn: ELBO, learned rotation, 30 epochs"], ["mnist-rot"])
+    assert [c.name(0) for c in alone] == ["cnn-mnist-rot-rotation-vi-init5-e30-s0"]
+    every = {c.name(0) for c in deep.cells(["30 epochs"], ["mnist-rot"])}
+    assert {"cnn-mnist-rot-rotation-vi-init5-e30-S31-s0", "cnn-mnist-rot-rotation-laplace-init5-e30-s0"} <= every
+
+
+def test_a_longer_deep_run_trains_with_its_own_method():
+    cell = tables()["deep"].rows["cnn: Laplace, learned rotation, 30 epochs"]["mnist-rot90"]
+    cfg = cell.config("cpu", 0)
+    assert (cfg.inference, cfg.epochs, cfg.network) == ("laplace", 30, "cnn")
+    assert cell.name(0) == "cnn-mnist-rot90-rotation-laplace-init5-e30-s0"
