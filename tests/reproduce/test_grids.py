@@ -139,7 +139,7 @@ def test_a_row_named_in_full_is_chosen_alone_and_a_fragment_chooses_every_row_co
 
 
 def test_a_longer_deep_run_trains_with_its_own_method():
-    cell = tables()["deep"].rows["cnn: Laplace, learned rotation, 30 epochs"]["mnist-rot90"]
+    cell = tables()["deep"].rows["cnn: Laplace, learned rotation, 30 epochs"]["mnist-rot"]
     cfg = cell.config("cpu", 0)
     assert (cfg.inference, cfg.epochs, cfg.network) == ("laplace", 30, "cnn")
-    assert cell.name(0) == "cnn-mnist-rot90-rotation-laplace-init5-e30-s0"
+    assert cell.name(0) == "cnn-mnist-rot-rotation-laplace-init5-e30-s0"
