@@ -311,6 +311,7 @@ DEEP_LONGER_RUNS: dict[str, tuple[LongerRun, ...]] = {
             LongerRun("30 epochs, tanh units (LILA's)", "e30-tanh", {"epochs": 30, "activation": "tanh"},
                       _FULLY_ROTATED),
             LongerRun("30 epochs", "e30", {"epochs": 30}, _FULLY_ROTATED, "laplace"))}
+#: the deep grid's methods of learning η, as its rows name them
 _DEEP_METHODS = {"vi": "ELBO", "laplace": "Laplace"}
 
 
@@ -318,9 +319,9 @@ def _deep_rows() -> dict[str, dict[str, Cell]]:
     """Learned rotation by the ELBO and by the Laplace evidence, and no invariance, for every network."""
     rows: dict[str, dict[str, Cell]] = {}
     for kind in EFFICIENCY_NETWORKS:
-        rows[f"{kind}: ELBO, learned rotation"] = {d: network(kind, d, init=5) for d in paper.ROT}
-        rows[f"{kind}: Laplace, learned rotation"] = {d: network(kind, d, "rotation", "laplace", init=5)
-                                                     for d in paper.ROT}
+        for inference, name in _DEEP_METHODS.items():
+            rows[f"{kind}: {name}, learned rotation"] = {d: network(kind, d, "rotation", inference, init=5)
+                                                        for d in paper.ROT}
         for run in DEEP_LONGER_RUNS.get(kind, ()):
             rows[f"{kind}: {_DEEP_METHODS[run.inference]}, learned rotation, {run.label}"] = {
                 d: network(kind, d, "rotation", run.inference, init=5, extra=(run.tag, run.settings))
