@@ -310,7 +310,8 @@ DEEP_LONGER_RUNS: dict[str, tuple[LongerRun, ...]] = {
             LongerRun("30 epochs, 1,024 fc units", "e30-h1024", {"epochs": 30, "hidden": 1024}, _FULLY_ROTATED),
             LongerRun("30 epochs, tanh units (LILA's)", "e30-tanh", {"epochs": 30, "activation": "tanh"},
                       _FULLY_ROTATED),
-            LongerRun("30 epochs", "e30", {"epochs": 30}, _FULLY_ROTATED, "laplace"))}
+            LongerRun("30 epochs", "e30", {"epochs": 30}, _FULLY_ROTATED, "laplace"),
+            LongerRun("60 epochs", "e60", {"epochs": 60}, _FULLY_ROTATED))}
 #: the deep grid's methods of learning η, as its rows name them
 _DEEP_METHODS = {"vi": "ELBO", "laplace": "Laplace"}
 
