@@ -272,6 +272,8 @@ def evaluate_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=pos_int, default=None,
                    help="transforms S averaged per prediction (default: the run's S); more gives a closer Monte-Carlo "
                         "estimate of the same invariant predictive")
+    p.add_argument("--sampling", choices=SAMPLINGS, default=None,
+                   help="how the S transforms are drawn (default: the run's): eps ~ U[-1,1]^k, or a midpoint grid")
     p.add_argument("--device", choices=DEVICES, default="auto")
     p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
     p.add_argument("--cache-dir", default=None, help="data cache (default $PYROINV_CACHE or ~/.cache/pyroinv)")
@@ -292,7 +294,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         with subnormals_flushed():
             res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
                                test_size=args.test_size, draws=args.draws, samples=args.samples, split=args.split,
-                               device=args.device)
+                               device=args.device, sampling=args.sampling)
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
@@ -301,7 +303,8 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     else:
         split = res["split"]
         print(f"{res['run']} (trained on {res['trained_on']}, step {res['step']}) evaluated on "
-              f"{res['evaluated_on']} ({res[split + '_size']} {split} images, S = {res['samples']} transforms):")
+              f"{res['evaluated_on']} ({res[split + '_size']} {split} images, S = {res['samples']} {res['sampling']} "
+              "transforms):")
         print(f"  {split} accuracy {100 * res[split + '_accuracy']:.2f}%   {split} NLL {res[split + '_nll']:.4f}   "
               f"learned invariance: {res['learned_invariance']}")
         print(f"  inactive units: {100 * res['inactive_units']:.1f}% of the last hidden layer's (zero on every one of "

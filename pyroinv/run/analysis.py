@@ -18,7 +18,8 @@ from .folder import RunFolder, load_run
 
 def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | None = None,
                  cache_dir: str | None = None, test_size: int | None = None, draws: int | None = None,
-                 samples: int | None = None, split: str = "test", device: str = "auto") -> dict[str, Any]:
+                 samples: int | None = None, split: str = "test", device: str = "auto",
+                 sampling: str | None = None) -> dict[str, Any]:
     """Evaluate a saved run on any data set variant (default: the one it was trained on).
 
     ``split``: ``"test"``, or ``"valid"``, the validation set the run held out of its training set
@@ -26,7 +27,9 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
 
     ``samples``: the transforms S of the Monte-Carlo average ``f_hat(x) = (1/S) sum_i f(T_i x)`` (default: the
     run's); the model is the expectation over ``T ~ p_eta``, so a larger S estimates the same predictive more
-    closely. ``most_confused``: the five most frequent ``(true, predicted, count)`` errors of the ``errors`` in all."""
+    closely. ``sampling`` (default: the run's): ``"stochastic"`` draws ``eps ~ U[-1, 1]^k``, ``"deterministic"`` takes
+    the midpoint grid of :func:`pyroinv.model.lie.deterministic_eps`, a quadrature of the same expectation (for
+    rotation alone, S equally spaced angles over ``[-eta, eta]``). ``most_confused``: the five most frequent ``(true, predicted, count)`` errors of the ``errors`` in all."""
     dev = resolve_device(device)
     folder = RunFolder(out)
     folder.require_run()
@@ -43,12 +46,18 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     x, y = data.tensors(split, dev)
     if samples is not None:
         model.num_samples = samples
+    if sampling is not None:
+        if sampling not in lie.SAMPLINGS:
+            raise ConfigError(f"--sampling {sampling!r} is not one of {', '.join(lie.SAMPLINGS)}")
+        if sampling == "deterministic":  # fail early, with the fix, if the grid is too large
+            lie.deterministic_eps(model.num_samples, model.invariance.active)
+        model.sampling = sampling
     torch.manual_seed(cfg.seed + 1)  # the draws of the run's own evaluation
     pp = posterior_predictive(model, guide, x, y, draws=draws or cfg.eval_draws)
     metrics = pp.metrics()
     units = inactive_units(model, x)  # after the predictive, whose draws stay those of the run's own evaluation
     return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
-            "samples": model.num_samples, "split": split, f"{split}_accuracy": metrics["accuracy"],
+            "samples": model.num_samples, "sampling": model.sampling, "split": split, f"{split}_accuracy": metrics["accuracy"],
             f"{split}_nll": metrics["nll"], f"{split}_size": int(x.shape[0]), "inactive_units": units,
             "errors": int((pp.log_probs.argmax(-1) != pp.y).sum()), "most_confused": most_confused(pp.log_probs, pp.y),
             "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}

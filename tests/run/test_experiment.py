@@ -311,3 +311,17 @@ def test_run_or_load_trains_once_resumes_and_refuses_other_settings(tmp_path, ca
     (stale / "config.json").write_text(json.dumps(cfg.to_dict()))
     (stale / "metrics.jsonl").write_text("")
     assert run_or_load(cfg, stale, cache_dir=cache_dir, progress=False, quiet=True)["steps"] == 8
+
+
+def test_evaluation_can_take_the_transforms_on_a_grid(script_run, cache_dir):
+    """``evaluate.py --sampling deterministic``: the midpoint grid estimates the same predictive as many random
+    transforms, and closer than as few random ones."""
+    from pyroinv.run.analysis import evaluate_run
+
+    out, _ = script_run
+    size = json.loads((out / "config.json").read_text())["test_size"]
+    few = evaluate_run(out, cache_dir=str(cache_dir), test_size=size, samples=8, device="cpu")
+    grid = evaluate_run(out, cache_dir=str(cache_dir), test_size=size, samples=8, device="cpu", sampling="deterministic")
+    many = evaluate_run(out, cache_dir=str(cache_dir), test_size=size, samples=512, device="cpu")
+    assert few["sampling"] == "stochastic" and grid["sampling"] == "deterministic"
+    assert abs(grid["test_nll"] - many["test_nll"]) < abs(few["test_nll"] - many["test_nll"])
