@@ -65,6 +65,20 @@ def test_claims_verdicts_follow_the_rules(tmp_path):
     assert rows["6. affine model on mnist-rot: dominant generator is rotation"][1] == "not run"
 
 
+def test_a_matching_level_ahead_within_seed_noise_is_undecided(tmp_path):
+    """Claim 3 is judged both ways: a matching level ahead of a level that does not match by less than the seed
+    noise decides nothing either."""
+    t = tables()["tableC2"]
+    for seed, e in enumerate((-0.15, -0.16, -0.17)):  # sd 0.01 over seeds
+        _write(tmp_path, t.rows["learned (5° init)"]["mnist-rot"], seed, deg=176.0, elbo_per_datapoint=e)
+    for a, e in {5: -0.3, 45: -0.2, 90: -0.171, 135: -0.170, 175: -0.18}.items():  # 135° ahead of 90° by 0.001
+        _write(tmp_path, t.rows[f"fixed {a}°"]["mnist-rot"], 0, deg=float(a), elbo_per_datapoint=e)
+    rows = {c: (m, v) for c, m, v in claims_rows("cpu", tmp_path)}
+    measured, verdict = rows["3. ReLU, mnist-rot: best fixed-rotation ELBO at a matching level (135°, 175°)"]
+    assert measured.startswith("best 135°")
+    assert verdict.startswith("undecided: the best level that does not match is 0.001 lower")
+
+
 def test_dominant_generator_normalises_by_range():
     assert dominant_generator([0.5, 0.1, 0.3, 0.0, 0.0, 0.0])[0] == "translation"  # 0.5 of the half-image > 0.3/π
     assert dominant_generator([0.0, 0.0, 0.1, 0.6, 0.2, 0.0])[0] == "scale"
