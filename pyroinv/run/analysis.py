@@ -29,7 +29,8 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     run's); the model is the expectation over ``T ~ p_eta``, so a larger S estimates the same predictive more
     closely. ``sampling`` (default: the run's): ``"stochastic"`` draws ``eps ~ U[-1, 1]^k``, ``"deterministic"`` takes
     the midpoint grid of :func:`pyroinv.model.lie.deterministic_eps`, a quadrature of the same expectation (for
-    rotation alone, S equally spaced angles over ``[-eta, eta]``). ``most_confused``: the five most frequent ``(true, predicted, count)`` errors of the ``errors`` in all."""
+    rotation alone, S equally spaced angles over ``[-eta, eta]``). ``most_confused``: the five most frequent
+    ``(true, predicted, count)`` errors of the ``errors`` in all."""
     dev = resolve_device(device)
     folder = RunFolder(out)
     folder.require_run()
