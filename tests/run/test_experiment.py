@@ -315,7 +315,8 @@ def test_run_or_load_trains_once_resumes_and_refuses_other_settings(tmp_path, ca
 
 def test_evaluation_can_take_the_transforms_on_a_grid(script_run, cache_dir):
     """``evaluate.py --sampling deterministic``: the midpoint grid estimates the same predictive as many random
-    transforms, and closer than as few random ones."""
+    transforms, and closer than as few random ones; an unknown name is refused with the choices."""
+    from pyroinv.errors import ConfigError
     from pyroinv.run.analysis import evaluate_run
 
     out, _ = script_run
@@ -325,3 +326,5 @@ def test_evaluation_can_take_the_transforms_on_a_grid(script_run, cache_dir):
     many = evaluate_run(out, cache_dir=str(cache_dir), test_size=size, samples=512, device="cpu")
     assert few["sampling"] == "stochastic" and grid["sampling"] == "deterministic"
     assert abs(grid["test_nll"] - many["test_nll"]) < abs(few["test_nll"] - many["test_nll"])
+    with pytest.raises(ConfigError, match="unknown sampling 'grid'"):
+        evaluate_run(out, cache_dir=str(cache_dir), test_size=size, device="cpu", sampling="grid")
