@@ -282,9 +282,9 @@ def _efficiency(key: str, title: str, sizes: tuple[int, ...]) -> "Table":
 #: worse still, docs/logs/cnn-tanh-lr5e-3.log). The seventh trains the 10-epoch network that came out ahead on fully
 #: rotated MNIST, the Laplace method's (97.05% against the ELBO's 96.45%), as long as the first: it fitted the images
 #: more closely (training log-likelihood -0.016 per image against -0.057 after 10 epochs) and learned less rotation
-#: (±101.4° against ±148.7°), at 97.75% with S = 128 at test. The 30-epoch ELBO run has a cell on each rotated data
-#: set (does the ELBO still order them?); the tries after it are aimed at the accuracy on fully rotated MNIST and run
-#: there alone.
+#: (±101.4° against ±148.7°), at 97.75% with S = 128 at test. The 30- and 60-epoch ELBO runs have a cell on each
+#: rotated data set (does the ELBO still order them?); the other tries are aimed at the accuracy on fully rotated MNIST
+#: and run there alone.
 _FULLY_ROTATED = ("mnist-rot",)
 
 
@@ -311,7 +311,7 @@ DEEP_LONGER_RUNS: dict[str, tuple[LongerRun, ...]] = {
             LongerRun("30 epochs, tanh units (LILA's)", "e30-tanh", {"epochs": 30, "activation": "tanh"},
                       _FULLY_ROTATED),
             LongerRun("30 epochs", "e30", {"epochs": 30}, _FULLY_ROTATED, "laplace"),
-            LongerRun("60 epochs", "e60", {"epochs": 60}, _FULLY_ROTATED))}
+            LongerRun("60 epochs", "e60", {"epochs": 60}, paper.ROT))}
 #: the deep grid's methods of learning η, as its rows name them
 _DEEP_METHODS = {"vi": "ELBO", "laplace": "Laplace"}
 
