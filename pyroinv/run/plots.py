@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from matplotlib import colormaps
 from matplotlib.figure import Figure  # figures without pyplot: no backend is chosen, notebooks are left alone
 from matplotlib.lines import Line2D
 import torch  # noqa: E402
@@ -154,6 +155,16 @@ def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: s
                     title=title or "learned invariance over training", key=key)
 
 
+def distinct_colours(labels: Sequence[str]) -> dict[str, object]:
+    """A colour per distinct label, in order: matplotlib's ten ``C0``-``C9`` while they suffice, else the twenty of
+    ``tab20`` (so up to twenty lines stay apart; beyond that colours repeat)."""
+    names = list(dict.fromkeys(labels))
+    if len(names) <= 10:
+        return {name: f"C{i}" for i, name in enumerate(names)}
+    cmap = colormaps["tab20"]
+    return {name: cmap(i % 20) for i, name in enumerate(names)}
+
+
 def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "",
                     key: str = "rotation_deg") -> None:
     """One panel per data set, one line per run ``(label, seed, records)``: the paper's Figures 2, 6, C.1-C.2.
@@ -162,12 +173,12 @@ def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]]
     """
     fig = Figure(figsize=(4.0 * len(panels) + 1.8, 3.4))
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)
-    colours: dict[str, str] = {}
+    colours = distinct_colours([label for runs in panels.values() for label, _, _ in runs])
     styles = ("-", "--", ":", "-.")
     top = 0.0
     for ax, (name, runs) in zip(axes[0], panels.items()):
         for label, seed, records in runs:
-            colour = colours.setdefault(label, f"C{len(colours)}")
+            colour = colours[label]
             values = [r["eta_human"][key] for r in records]
             top = max([top, *values])
             ax.plot([r["step"] for r in records], values, lw=1.5, color=colour, ls=styles[seed % len(styles)])

@@ -40,3 +40,20 @@ def test_curve_panels_are_written(tmp_path):
     path = tmp_path / "curves.png"
     plots.plot_curves_panels(panels, path, xlabel="training images", ylabel="test accuracy (%)", title="t")
     assert path.stat().st_size > 0
+
+
+def test_more_than_ten_runs_keep_distinct_colours():
+    few = plots.distinct_colours(["a", "b", "a"])
+    assert few == {"a": "C0", "b": "C1"}
+    labels = [f"row {i}" for i in range(14)]
+    many = plots.distinct_colours(labels)
+    assert list(many) == labels
+    assert len({tuple(c) for c in many.values()}) == 14
+
+
+def test_eta_panels_of_many_rows_are_written(tmp_path):
+    records = [{"step": s, "eta_human": {"rotation_deg": 10.0 * s}} for s in range(3)]
+    panels = {"fully rotated": [(f"row {i}", 0, records) for i in range(14)],
+              "regular": [(f"row {i}", 1, records) for i in range(14)]}
+    plots.plot_eta_panels(panels, tmp_path / "eta.png", title="t")
+    assert (tmp_path / "eta.png").stat().st_size > 0
