@@ -20,6 +20,8 @@ from .variants import VARIANTS, make_variant
 BASES: dict[str, Callable[..., Split]] = {"mnist": load_mnist, "cifar10": load_cifar10}
 #: the classes of every base (and so of each of its variants)
 BASE_CLASSES: dict[str, int] = {"mnist": 10, "cifar10": 10}
+#: the training examples of every base (and so of each of its variants, which transform the images one for one)
+BASE_TRAIN: dict[str, int] = {"mnist": 60000, "cifar10": 50000}
 DATASET_NAMES: list[str] = [b if v == "regular" else f"{b}-{v}" for b in BASES for v in VARIANTS]
 
 
@@ -36,6 +38,11 @@ def parse_name(name: str) -> tuple[str, str]:
 def num_classes(name: str) -> int:
     """The number of classes of a named data set (not of a user's ``.npz``: load it to know), without loading it."""
     return BASE_CLASSES[parse_name(name)[0]]
+
+
+def num_train(name: str) -> int:
+    """The training examples of a named data set (not of a user's ``.npz``: load it to know), without loading it."""
+    return BASE_TRAIN[parse_name(name)[0]]
 
 
 def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
@@ -78,4 +85,5 @@ def describe(split: Split, train_size: int | None = None, test_size: int | None 
             f"inputs {split.input_shape}, {split.num_classes} classes" + "".join(f" ({n})" for n in notes))
 
 
-__all__ = ["BASE_CLASSES", "DATASET_NAMES", "describe", "load_dataset", "num_classes", "parse_name"]
+__all__ = ["BASE_CLASSES", "BASE_TRAIN", "DATASET_NAMES", "describe", "load_dataset", "num_classes", "num_train",
+           "parse_name"]

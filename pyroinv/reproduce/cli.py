@@ -9,6 +9,7 @@ from typing import Sequence
 from ..cli import OneLineParser
 from ..paths import project_root
 from ..errors import PyroinvError
+from .estimate import duration, estimate_seconds, measured, summary
 from .grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
 from .kept import keep
 from .runner import DaskRunner, Job, cuda_devices, parse_resources
@@ -86,6 +87,37 @@ def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path
     return list(seen)
 
 
+def estimates(jobs: Sequence[Job], device: str) -> dict[Job, float]:
+    """Each job's expected seconds on ``device`` from the kept cells of its protocol (:mod:`.estimate`), where
+    one has the same cost."""
+    costs = measured({job.protocol for job in jobs})
+    found = {}
+    for job in jobs:
+        if job.cell.kind != "sgpr":
+            seconds = estimate_seconds(job.cell.config(job.protocol, job.seed).to_dict(), device, costs)
+            if seconds is not None:
+                found[job] = seconds
+    return found
+
+
+def dry_run(jobs: Sequence[Job], protocol: str, device: str) -> None:
+    """Print each cell's state and command, with the time a cell still to run is expected to take on ``device``,
+    then one line for them all."""
+    expected = estimates(jobs, device)
+    left: list[float | None] = []
+    for job in jobs:
+        state = job.state()
+        cmd = " ".join(shlex.quote(a) for a in ["python", f"scripts/{job.cell.script}",
+                                                *job.cell.argv(protocol, job.seed, str(job.out))])
+        if state == "done":
+            print(f"[{state}] {cmd}")
+            continue
+        left.append(expected.get(job))
+        about = f", about {duration(expected[job])}" if job in expected else ""
+        print(f"[{state}{about}] {cmd}")
+    print(summary(left, device))
+
+
 def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False,
                 protocol: str = "cpu") -> Path:
     """Where the tables go: ``results_md`` if given; for the published runs (or ``write_docs``) docs/RESULTS.md, or
@@ -124,18 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     results_md = report_file(args.runs_dir, args.results_md, args.write_docs, args.protocol)
     jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows, args.datasets)
     try:
+        resources = parse_resources(args.resources)
+        device = "cuda" if cells_per_gpu or resources.get("GPU") or (not args.scheduler and cuda_devices()) else "cpu"
         if args.dry_run:
-            for job in jobs:
-                cmd = " ".join(shlex.quote(a) for a in ["python", f"scripts/{job.cell.script}",
-                                                        *job.cell.argv(args.protocol, job.seed, str(job.out))])
-                print(f"[{job.state()}] {cmd}")
+            dry_run(jobs, args.protocol, device)
             return 0
         if not args.report_only:
-            resources = parse_resources(args.resources)
             with DaskRunner(args.jobs or 1, args.threads, scheduler=args.scheduler, resources=resources,
                             connect_timeout=args.connect_timeout, cells_per_gpu=cells_per_gpu) as runner:
                 runner.run(jobs, report=lambda s: print(s, flush=True), minutes=args.minutes,
-                           cell_minutes=args.cell_minutes)
+                           cell_minutes=args.cell_minutes,
+                           estimates=estimates(jobs, device) if args.minutes is not None else None)
         else:  # the runner keeps the cells it sees finished; without it, keep them here (pyroinv.reproduce.kept)
             for job in jobs:
                 keep(job.out, job.protocol)

@@ -325,13 +325,14 @@ class DaskRunner:
         return max(sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()), 1)
 
     def run(self, jobs: list[Job], report: Callable[[str], None] = print, minutes: float | None = None,
-            cell_minutes: float | None = None) -> dict[Job, dict]:
+            cell_minutes: float | None = None, estimates: dict[Job, float] | None = None) -> dict[Job, dict]:
         """Train every job not finished; returns each submitted job's outcome (``state``, ``worker``, ``error``).
 
         ``minutes``: a time limit. Cells are started in order, no more at once than :meth:`slots`, and a cell
-        is started only while the time left exceeds a cell's expected duration (the longest cell finished in
-        this call; before one has finished, ``cell_minutes``, else any time left). At the limit the cells still
-        training are stopped (each writes its checkpoint) and the rest are left for the next call.
+        is started only while the time left exceeds its expected duration: the longest cell finished in this call
+        (before one has finished, ``cell_minutes``, else nothing), or the cell's own estimate in seconds from the
+        kept cells (``estimates``, :mod:`pyroinv.reproduce.estimate`) where that is longer. At the limit the cells
+        still training are stopped (each writes its checkpoint) and the rest are left for the next call.
         """
         from distributed import wait
 
@@ -359,6 +360,11 @@ class DaskRunner:
             futures[future], started[future] = job, time.perf_counter()
             return future
 
+        def need(job: Job) -> float:
+            """Seconds the cell is expected to take (see above)."""
+            here = max(durations) if durations else 60 * (cell_minutes or 0)
+            return max(here, (estimates or {}).get(job, 0.0))
+
         outcomes: dict[Job, dict] = {}
         t0, failed, i = time.perf_counter(), 0, 0
         deadline = None if minutes is None else t0 + 60 * minutes
@@ -368,10 +374,8 @@ class DaskRunner:
         try:
             while queue or pending:
                 while queue and len(pending) < slots:
-                    if deadline is not None:
-                        need = max(durations) if durations else 60 * (cell_minutes or 0)
-                        if time.perf_counter() + need > deadline:
-                            break
+                    if deadline is not None and time.perf_counter() + need(queue[0]) > deadline:
+                        break
                     pending.add(submit(queue.pop(0)))
                 if not pending:
                     break
@@ -399,8 +403,8 @@ class DaskRunner:
                         keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
                     report(self._line(job, outcome, i, len(todo), failed, pending, t0))
             if queue and deadline is not None and not pending:
-                report(f"time limit of {minutes:g} min: {len(queue)} cell(s) not started (a cell takes about "
-                       f"{_elapsed(max(durations) if durations else 60 * (cell_minutes or 0))}); run again to go on")
+                report(f"time limit of {minutes:g} min: {len(queue)} cell(s) not started (the next takes about "
+                       f"{_elapsed(need(queue[0]))}); run again to go on")
         except KeyboardInterrupt:
             self.stop(futures)
             raise

@@ -2,6 +2,7 @@
 worker's cell resumes with the same results, locked and refused folders, and the driver's command line."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -142,8 +143,9 @@ def test_driver_command_line(tmp_path):
     assert res.returncode == 2 and "NAME=AMOUNT" in res.stderr and res.stderr.count("\n") == 1
     dry = subprocess.run([sys.executable, script, "figure6", "--dry-run", "--seeds", "0", "1", "--runs-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
-    lines = dry.stdout.splitlines()
-    assert dry.returncode == 0 and len(lines) == 18 and all(line.startswith("[todo] python scripts/svi_train.py") for line in lines)
+    *lines, total = dry.stdout.splitlines()
+    assert dry.returncode == 0 and len(lines) == 18 and total.startswith("18 cell(s) to run")
+    assert all(re.match(r"\[todo(, about [^]]+)?\] python scripts/svi_train.py", line) for line in lines)
     assert all(line.endswith("-s0") for line in lines[:9]) and all(line.endswith("-s1") for line in lines[9:])  # seed 0 first
     written = next(line for line in lines if "as-written-s0" in line)
     assert ("--estimator shared" in written and "--mean-lr 0.001" in written and "--eta-constraint none" in written
@@ -235,6 +237,9 @@ def test_a_time_limit_starts_only_cells_that_can_finish_and_stops_the_rest(tiny_
     with DaskRunner(workers=1) as runner:
         assert runner.run(jobs, report=lines.append, minutes=0.5, cell_minutes=5) == {}
         assert "2 cell(s) not started" in lines[-1] and not any(j.out.exists() for j in jobs)
+        # a cell whose estimate from the kept cells is longer than the time left is not started either
+        assert runner.run(jobs, report=lines.append, minutes=0.5, estimates={jobs[0]: 600.0}) == {}
+        assert "2 cell(s) not started (the next takes about 10:00)" in lines[-1]
 
         endless = Job(network("relu", "mnist-rot", fixed=90), 0, "tiny-endless", tmp_path)
         t0 = time.perf_counter()

@@ -1,0 +1,135 @@
+"""How long a grid's unfinished cells will take, from the kept cells that have run (:mod:`.kept`).
+
+A cell's cost depends on what a training step computes, not on its data set or its ``eta``: the network and its
+sizes, the method, the S transforms (none without invariance) and the batch, on one kind of device. So a cell
+that has not run is priced by the kept cells of the same :func:`cost_key`:
+
+    seconds ~= (train seconds / steps of the kept cell) * planned steps + the kept cell's evaluation seconds,
+
+taking, of those cells, the one nearest in training-set size (the Laplace method refreshes its curvature every
+epoch, so its cost per step depends on the size), on the same device kind (``cpu`` or ``cuda``). The kept cells
+ran at one thread, two at a time on the machine that made them, or several to a GPU; an estimate carries their
+conditions with it. ``--dry-run`` prints it per cell and in all; ``--minutes`` does not start a cell whose
+estimate exceeds the time left (:meth:`pyroinv.reproduce.runner.DaskRunner.run`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..config import Config
+from ..data.registry import num_train
+from ..errors import DataError
+from ..run.checkpoint import read_json
+from .kept import kept_root
+
+#: the settings that decide what a training step computes (a cell's cost); ``transforms`` stands for
+#: ``invariance != "none"``
+COST_FIELDS = ("network", "inference", "laplace_layers", "hidden", "depth", "channels", "activation", "samples",
+               "batch_size", "estimator", "average", "elbo", "guide")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One kept cell's cost: its training examples, seconds per training step and seconds of evaluation."""
+
+    num_data: int
+    step_s: float
+    eval_s: float
+
+
+def cost_key(cfg: dict[str, Any], device: str) -> tuple:
+    """What a cell's cost depends on, from its ``config.json`` (or ``Config.to_dict()``) and device kind; a setting
+    that a folder written before it existed lacks takes its default."""
+    defaults = _defaults()
+    key = tuple(_hashable(cfg.get(f, defaults[f])) for f in COST_FIELDS)
+    return (*key, cfg.get("invariance") != "none", device)
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    return {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+            for f in dataclasses.fields(Config)}
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def planned_steps(cfg: dict[str, Any], num_data: int) -> int:
+    """The steps a run of ``cfg`` on ``num_data`` examples takes (as :class:`~pyroinv.inference.train.Trainer`):
+    ``epochs`` passes of ``ceil(N / batch)`` steps, lengthened to at least ``min_steps``."""
+    per_epoch = math.ceil(num_data / cfg["batch_size"])
+    epochs = max(cfg["epochs"], math.ceil((cfg.get("min_steps") or 0) / per_epoch))
+    return epochs * per_epoch
+
+
+def training_examples(cfg: dict[str, Any]) -> int | None:
+    """The training examples of a run of ``cfg`` (its subset, else the data set's training split less the
+    validation set); ``None`` for a data set whose size is not known without loading it (a user's ``.npz``)."""
+    try:
+        total = num_train(cfg["dataset"]) - (cfg.get("valid_size") or 0)
+    except DataError:
+        return cfg.get("train_size")
+    return min(cfg["train_size"], total) if cfg.get("train_size") else total
+
+
+def measured(protocols: Iterable[str], root: Path | None = None) -> dict[tuple, list[Measured]]:
+    """Every kept cell of ``protocols`` with its timings, by :func:`cost_key`."""
+    found: dict[tuple, list[Measured]] = {}
+    for protocol in protocols:
+        folder = (root or kept_root()) / protocol
+        for results in sorted(folder.glob("*/results.json")) if folder.exists() else []:
+            try:
+                r, cfg = read_json(results), read_json(results.with_name("config.json"))
+                num_data = read_json(results.with_name("meta.json"))["num_data"]
+                step_s = r["train_wall_time_s"] / r["steps"]
+                eval_s = r["eval_wall_time_s"]
+                device = r["device"]
+            except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+                continue  # an SGPR cell, or one written before runs recorded their timings
+            found.setdefault(cost_key(cfg, device), []).append(Measured(num_data, step_s, eval_s))
+    return found
+
+
+def estimate_seconds(cfg: dict[str, Any], device: str, costs: dict[tuple, list[Measured]]) -> float | None:
+    """The expected wall time of a run of ``cfg`` on ``device`` from the kept cells ``costs`` (:func:`measured`);
+    ``None`` where no kept cell has the same cost key."""
+    n = training_examples(cfg)
+    same = costs.get(cost_key(cfg, device))
+    if not same or not n:
+        return None
+    nearest = min(same, key=lambda m: (abs(math.log(m.num_data / n)), m.step_s))
+    return nearest.step_s * planned_steps(cfg, n) + nearest.eval_s
+
+
+def duration(seconds: float) -> str:
+    """``"40 s"``, ``"12 min"``, ``"3.4 h"``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def summary(estimates: list[float | None], device: str) -> str:
+    """One line for the cells still to run: how many, and how long one worker takes for those that can be priced."""
+    known = [s for s in estimates if s is not None]
+    if not estimates:
+        return "every cell has finished"
+    line = f"{len(estimates)} cell(s) to run"
+    if known:
+        which = "" if len(known) == len(estimates) else f" (the {len(known)} with a kept cell to go by)"
+        line += (f": about {duration(sum(known))} for one worker on the {device}{which}, at the speed of the kept "
+                 f"cells of the same network, method and sizes; workers that run at once share it")
+    if len(known) < len(estimates):
+        line += f"; {len(estimates) - len(known)} with no kept cell to go by"
+    return line
+
+
+__all__ = ["COST_FIELDS", "Measured", "cost_key", "duration", "estimate_seconds", "measured", "planned_steps",
+           "summary", "training_examples"]
