@@ -33,6 +33,10 @@ COST_FIELDS = ("network", "inference", "laplace_layers", "hidden", "depth", "cha
                "batch_size", "estimator", "average", "elbo", "guide")
 
 
+#: how :func:`summary` names a device kind
+WHERE = {"cpu": "the CPU", "cuda": "a GPU"}
+
+
 @dataclass(frozen=True)
 class Measured:
     """One kept cell's cost: its training examples, seconds per training step and seconds of evaluation."""
@@ -124,8 +128,8 @@ def summary(estimates: list[float | None], device: str) -> str:
     line = f"{len(estimates)} cell(s) to run"
     if known:
         which = "" if len(known) == len(estimates) else f" (the {len(known)} with a kept cell to go by)"
-        line += (f": about {duration(sum(known))} for one worker on the {device}{which}, at the speed of the kept "
-                 f"cells of the same network, method and sizes; workers that run at once share it")
+        line += (f": about {duration(sum(known))} for one worker on {WHERE.get(device, device)}{which}, at the speed "
+                 f"of the kept cells of the same network, method and sizes; workers that run at once share it")
     if len(known) < len(estimates):
         line += f"; {len(estimates) - len(known)} with no kept cell to go by"
     return line

@@ -74,7 +74,7 @@ def test_the_summary_says_how_long_and_for_how_many():
     assert duration(40) == "40 s" and duration(720) == "12 min" and duration(3 * 3600) == "3.0 h"
     assert summary([], "cpu") == "every cell has finished"
     line = summary([600.0, 1200.0, None], "cpu")
-    assert line.startswith("3 cell(s) to run: about 30 min for one worker on the cpu (the 2 with a kept cell")
+    assert line.startswith("3 cell(s) to run: about 30 min for one worker on the CPU (the 2 with a kept cell")
     assert line.endswith("; 1 with no kept cell to go by")
 
 
@@ -90,4 +90,4 @@ def test_dry_run_prints_each_cells_estimate_and_the_total(monkeypatch, tmp_path,
     expected = duration(0.2 * planned_steps(cfg, 312) + 30.0)
     assert lines[0].startswith(f"[todo, about {expected}] python scripts/svi_train.py --network relu --train-size 312")
     assert lines[1].startswith("[done] python scripts/svi_train.py --network relu --train-size 1250")
-    assert lines[2].startswith(f"1 cell(s) to run: about {expected} for one worker on the cpu, at the speed")
+    assert lines[2].startswith(f"1 cell(s) to run: about {expected} for one worker on the CPU, at the speed")
