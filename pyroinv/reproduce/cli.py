@@ -100,22 +100,20 @@ def estimates(jobs: Sequence[Job], device: str) -> dict[Job, float]:
     return found
 
 
-def dry_run(jobs: Sequence[Job], protocol: str, device: str) -> None:
-    """Print each cell's state and command, with the time a cell still to run is expected to take on ``device``,
-    then one line for them all."""
+def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, Sequence[Job]] | None = None) -> None:
+    """Print each cell's state and command, with the time a cell still to run is expected to take on ``device``;
+    then, for several ``tables`` (their cells among ``jobs``), a line each; then one line for them all."""
     expected = estimates(jobs, device)
-    left: list[float | None] = []
+    states = {job: job.state() for job in jobs}
     for job in jobs:
-        state = job.state()
         cmd = " ".join(shlex.quote(a) for a in ["python", f"scripts/{job.cell.script}",
                                                 *job.cell.argv(protocol, job.seed, str(job.out))])
-        if state == "done":
-            print(f"[{state}] {cmd}")
-            continue
-        left.append(expected.get(job))
-        about = f", about {duration(expected[job])}" if job in expected else ""
-        print(f"[{state}{about}] {cmd}")
-    print(summary(left, device))
+        about = f", about {duration(expected[job])}" if states[job] != "done" and job in expected else ""
+        print(f"[{states[job]}{about}] {cmd}")
+    for key, members in (tables or {}).items() if len(tables or {}) > 1 else ():
+        left = [expected.get(job) for job in members if states[job] != "done"]
+        print(f"{key}: {len(members) - len(left)} of {len(members)} cells finished; {summary(left, device, brief=True)}")
+    print(summary([expected.get(job) for job in jobs if states[job] != "done"], device))
 
 
 def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False,
@@ -159,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         resources = parse_resources(args.resources)
         device = "cuda" if cells_per_gpu or resources.get("GPU") or (not args.scheduler and cuda_devices()) else "cpu"
         if args.dry_run:
-            dry_run(jobs, args.protocol, device)
+            dry_run(jobs, args.protocol, device, {key: jobs_of([key], args.protocol, args.seeds, args.runs_dir, args.rows,
+                                                              args.datasets) for key in args.tables if key != "claims"})
             return 0
         if not args.report_only:
             with DaskRunner(args.jobs or 1, args.threads, scheduler=args.scheduler, resources=resources,

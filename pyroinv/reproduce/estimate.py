@@ -120,16 +120,19 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def summary(estimates: list[float | None], device: str) -> str:
-    """One line for the cells still to run: how many, and how long one worker takes for those that can be priced."""
+def summary(estimates: list[float | None], device: str, brief: bool = False) -> str:
+    """One line for the cells still to run: how many, and how long one worker takes for those that can be priced
+    (``brief``: without saying how)."""
     known = [s for s in estimates if s is not None]
     if not estimates:
         return "every cell has finished"
     line = f"{len(estimates)} cell(s) to run"
     if known:
         which = "" if len(known) == len(estimates) else f" (the {len(known)} with a kept cell to go by)"
-        line += (f": about {duration(sum(known))} for one worker on {WHERE.get(device, device)}{which}, at the speed "
-                 f"of the kept cells of the same network, method and sizes; workers that run at once share it")
+        line += f": about {duration(sum(known))} for one worker on {WHERE.get(device, device)}{which}"
+        if not brief:
+            line += (", at the speed of the kept cells of the same network, method and sizes; workers that run at "
+                     "once share it")
     if len(known) < len(estimates):
         line += f"; {len(estimates) - len(known)} with no kept cell to go by"
     return line

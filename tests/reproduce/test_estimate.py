@@ -84,10 +84,13 @@ def test_dry_run_prints_each_cells_estimate_and_the_total(monkeypatch, tmp_path,
     cfg = done.config("cpu", 0).to_dict()
     steps = planned_steps(cfg, 1250)
     _keep(kept_root(), done.name(0), cfg, 1250, steps, train_s=0.2 * steps, eval_s=30.0)
-    assert cli.main(["efficiency", "--rows", "relu · ELBO · 312", "relu · ELBO · 1,250", "--datasets", "mnist-rot",
-                     "--seeds", "0", "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert cli.main(["efficiency", "deep", "--rows", "relu · ELBO · 312", "relu · ELBO · 1,250", "--datasets",
+                     "mnist-rot", "--seeds", "0", "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
     lines = capsys.readouterr().out.splitlines()
     expected = duration(0.2 * planned_steps(cfg, 312) + 30.0)
     assert lines[0].startswith(f"[todo, about {expected}] python scripts/svi_train.py --network relu --train-size 312")
     assert lines[1].startswith("[done] python scripts/svi_train.py --network relu --train-size 1250")
-    assert lines[2].startswith(f"1 cell(s) to run: about {expected} for one worker on the CPU, at the speed")
+    # a line for each table asked for (the deep grid has no row of these names), then one for all
+    assert lines[2] == f"efficiency: 1 of 2 cells finished; 1 cell(s) to run: about {expected} for one worker on the CPU"
+    assert lines[3] == "deep: 0 of 0 cells finished; every cell has finished"
+    assert lines[4].startswith(f"1 cell(s) to run: about {expected} for one worker on the CPU, at the speed")
