@@ -331,8 +331,9 @@ class DaskRunner:
         ``minutes``: a time limit. Cells are started in order, no more at once than :meth:`slots`, and a cell
         is started only while the time left exceeds its expected duration: the longest cell finished in this call
         (before one has finished, ``cell_minutes``, else nothing), or the cell's own estimate in seconds from the
-        kept cells (``estimates``, :mod:`pyroinv.reproduce.estimate`) where that is longer. At the limit the cells
-        still training are stopped (each writes its checkpoint) and the rest are left for the next call.
+        kept cells (``estimates``, :mod:`pyroinv.reproduce.estimate`) where that is longer; a cell that would not
+        finish is passed over for the next one that would. At the limit the cells still training are stopped (each
+        writes its checkpoint) and the rest are left for the next call.
         """
         from distributed import wait
 
@@ -374,9 +375,12 @@ class DaskRunner:
         try:
             while queue or pending:
                 while queue and len(pending) < slots:
-                    if deadline is not None and time.perf_counter() + need(queue[0]) > deadline:
+                    now = time.perf_counter()
+                    job = next((j for j in queue if deadline is None or now + need(j) <= deadline), None)
+                    if job is None:
                         break
-                    pending.add(submit(queue.pop(0)))
+                    queue.remove(job)
+                    pending.add(submit(job))
                 if not pending:
                     break
                 timeout = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
@@ -403,8 +407,8 @@ class DaskRunner:
                         keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
                     report(self._line(job, outcome, i, len(todo), failed, pending, t0))
             if queue and deadline is not None and not pending:
-                report(f"time limit of {minutes:g} min: {len(queue)} cell(s) not started (the next takes about "
-                       f"{_elapsed(need(queue[0]))}); run again to go on")
+                report(f"time limit of {minutes:g} min: {len(queue)} cell(s) not started (the shortest takes about "
+                       f"{_elapsed(min(need(j) for j in queue))}); run again to go on")
         except KeyboardInterrupt:
             self.stop(futures)
             raise

@@ -237,9 +237,11 @@ def test_a_time_limit_starts_only_cells_that_can_finish_and_stops_the_rest(tiny_
     with DaskRunner(workers=1) as runner:
         assert runner.run(jobs, report=lines.append, minutes=0.5, cell_minutes=5) == {}
         assert "2 cell(s) not started" in lines[-1] and not any(j.out.exists() for j in jobs)
-        # a cell whose estimate from the kept cells is longer than the time left is not started either
-        assert runner.run(jobs, report=lines.append, minutes=0.5, estimates={jobs[0]: 600.0}) == {}
-        assert "2 cell(s) not started (the next takes about 10:00)" in lines[-1]
+        # a cell whose estimate from the kept cells is longer than the time left is passed over for one that fits
+        outcomes = runner.run(jobs, report=lines.append, minutes=2, estimates={jobs[0]: 600.0})
+        assert list(outcomes) == [jobs[1]] and jobs[1].state() == "done" and not jobs[0].out.exists()
+        assert "1 cell(s) not started (the shortest takes about 10:00)" in lines[-1]
+        jobs = [jobs[0], Job(network("relu", "mnist-rot", fixed=135), 0, "tiny", tmp_path)]
 
         endless = Job(network("relu", "mnist-rot", fixed=90), 0, "tiny-endless", tmp_path)
         t0 = time.perf_counter()
