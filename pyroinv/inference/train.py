@@ -39,6 +39,13 @@ log = logging.getLogger("pyroinv")
 _NEVER = 2 ** 62
 
 
+def run_length(num_data: int, batch_size: int, epochs: int, min_steps: int = 0) -> tuple[int, int]:
+    """``(epochs, steps per epoch)`` of a run on ``num_data`` examples: ``epochs`` passes of ``ceil(N / batch)``
+    steps, lengthened to at least ``min_steps`` steps."""
+    per_epoch = math.ceil(num_data / batch_size)
+    return max(epochs, math.ceil((min_steps or 0) / per_epoch)), per_epoch
+
+
 class ObservedSite(Messenger):
     """Keeps the distribution and value of the observed sample site ``name`` of the last model run inside it, so
     that the training-batch NLL is read off the ELBO's own pass: ``with ObservedSite("y") as s: loss = ...``."""
@@ -103,8 +110,7 @@ class Trainer:
         # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
         # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
         self.optimizer = torch.optim.Adam(self.param_groups(), lr=cfg.lr, betas=(0.9, 0.999), fused=True)
-        self.steps_per_epoch = math.ceil(self.num_data / cfg.batch_size)
-        self.epochs = max(cfg.epochs, math.ceil(cfg.min_steps / self.steps_per_epoch))  # at least min_steps steps
+        self.epochs, self.steps_per_epoch = run_length(self.num_data, cfg.batch_size, cfg.epochs, cfg.min_steps)
         self.total_steps = self.epochs * self.steps_per_epoch
         self.eta_warmup_steps = cfg.eta_warmup * self.steps_per_epoch
         if cfg.eta_warmup and self.eta_warmup_steps >= self.total_steps:

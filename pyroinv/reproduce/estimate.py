@@ -24,6 +24,7 @@ from typing import Any, Iterable
 from ..config import Config
 from ..data.registry import num_train
 from ..errors import DataError
+from ..inference.train import run_length
 from ..run.checkpoint import read_json
 from .kept import kept_root
 
@@ -65,10 +66,9 @@ def _hashable(value: Any) -> Any:
 
 
 def planned_steps(cfg: dict[str, Any], num_data: int) -> int:
-    """The steps a run of ``cfg`` on ``num_data`` examples takes (as :class:`~pyroinv.inference.train.Trainer`):
-    ``epochs`` passes of ``ceil(N / batch)`` steps, lengthened to at least ``min_steps``."""
-    per_epoch = math.ceil(num_data / cfg["batch_size"])
-    epochs = max(cfg["epochs"], math.ceil((cfg.get("min_steps") or 0) / per_epoch))
+    """The steps a run of ``cfg`` on ``num_data`` examples takes (:func:`~pyroinv.inference.train.run_length`, as
+    the trainer counts them)."""
+    epochs, per_epoch = run_length(num_data, cfg["batch_size"], cfg["epochs"], cfg.get("min_steps") or 0)
     return epochs * per_epoch
 
 
