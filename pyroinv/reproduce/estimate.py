@@ -6,17 +6,20 @@ that has not run is priced by the kept cells of the same :func:`cost_key`:
 
     seconds ~= (train seconds / steps of the kept cell) * planned steps + the kept cell's evaluation seconds,
 
-taking, of those cells, the one nearest in training-set size (the Laplace method refreshes its curvature every
-epoch, so its cost per step depends on the size), on the same device kind (``cpu`` or ``cuda``). The kept cells
-ran at one thread, two at a time on the machine that made them, or several to a GPU; an estimate carries their
-conditions with it. ``--dry-run`` prints it per cell and in all; ``--minutes`` does not start a cell whose
-estimate exceeds the time left (:meth:`pyroinv.reproduce.runner.DaskRunner.run`).
+taking the medians over those of them nearest in training-set size (the Laplace method refreshes its curvature
+every epoch, so its cost per step depends on the size; cells of one cost ran beside different loads), on the same
+device kind (``cpu`` or ``cuda``). The kept cells ran at one thread, two at a time on the machine that made them, or
+several to a GPU; an estimate carries their conditions with it. ``--dry-run`` prints it per cell and in all; ``--minutes`` does not start a cell whose
+estimate exceeds the time left (:meth:`pyroinv.reproduce.runner.DaskRunner.run`). How near the estimates come is
+checked on the kept cells themselves (:func:`backtest`: each priced from the others of its cost), and ``--dry-run``
+says it in its last line.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -40,11 +43,17 @@ WHERE = {"cpu": "the CPU", "cuda": "a GPU"}
 
 @dataclass(frozen=True)
 class Measured:
-    """One kept cell's cost: its training examples, seconds per training step and seconds of evaluation."""
+    """One kept cell's cost: its training examples, seconds per training step, seconds of evaluation and steps."""
 
     num_data: int
     step_s: float
     eval_s: float
+    steps: int = 0
+
+    @property
+    def seconds(self) -> float:
+        """The wall time the cell took: training and evaluation."""
+        return self.step_s * self.steps + self.eval_s
 
 
 def cost_key(cfg: dict[str, Any], device: str) -> tuple:
@@ -96,7 +105,7 @@ def measured(protocols: Iterable[str], root: Path | None = None) -> dict[tuple, 
                 device = r["device"]
             except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
                 continue  # an SGPR cell, or one written before runs recorded their timings
-            found.setdefault(cost_key(cfg, device), []).append(Measured(num_data, step_s, eval_s))
+            found.setdefault(cost_key(cfg, device), []).append(Measured(num_data, step_s, eval_s, r["steps"]))
     return found
 
 
@@ -107,8 +116,42 @@ def estimate_seconds(cfg: dict[str, Any], device: str, costs: dict[tuple, list[M
     same = costs.get(cost_key(cfg, device))
     if not same or not n:
         return None
-    nearest = min(same, key=lambda m: (abs(math.log(m.num_data / n)), m.step_s))
-    return nearest.step_s * planned_steps(cfg, n) + nearest.eval_s
+    step_s, eval_s = _nearest(same, n)
+    return step_s * planned_steps(cfg, n) + eval_s
+
+
+def _nearest(same: list[Measured], n: int) -> tuple[float, float]:
+    """Seconds per step and of evaluation of the kept cells ``same`` nearest in training-set size to ``n``: the
+    medians of those of that size (cells of one cost ran beside different loads)."""
+    gap = min(abs(math.log(m.num_data / n)) for m in same)
+    peers = [m for m in same if abs(math.log(m.num_data / n)) == gap]
+    return statistics.median(m.step_s for m in peers), statistics.median(m.eval_s for m in peers)
+
+
+def backtest(costs: dict[tuple, list[Measured]], device: str) -> list[float]:
+    """How the estimates fare on cells whose time is known: each kept cell on ``device`` with another of its cost
+    key is priced from the others, as :func:`estimate_seconds` prices an unfinished one (a kept cell's planned
+    steps are the steps it ran), and the ratio estimate / time taken is returned for each."""
+    ratios = []
+    for key, same in costs.items():
+        if key[-1] != device:
+            continue
+        for i, cell in enumerate(same):
+            others = same[:i] + same[i + 1:]
+            if others and cell.seconds > 0:
+                step_s, eval_s = _nearest(others, cell.num_data)
+                ratios.append((step_s * cell.steps + eval_s) / cell.seconds)
+    return ratios
+
+
+def backtest_summary(ratios: list[float], device: str) -> str:
+    """One line on :func:`backtest`'s ratios: how many cells, the median ratio and the range of the middle 90%."""
+    if len(ratios) < 2:
+        return f"too few kept cells on {WHERE.get(device, device)} with a peer of their cost to check the estimates on"
+    cuts = statistics.quantiles(ratios, n=20, method="inclusive")
+    return (f"checked on the {len(ratios)} kept cells on {WHERE.get(device, device)} with a peer of their cost, each "
+            f"priced from the others: estimate / time taken ×{statistics.median(ratios):.2f} at the median, "
+            f"×{cuts[0]:.2f}–×{cuts[-1]:.2f} for the middle 90%")
 
 
 def duration(seconds: float) -> str:
@@ -138,5 +181,5 @@ def summary(estimates: list[float | None], device: str, brief: bool = False) -> 
     return line
 
 
-__all__ = ["COST_FIELDS", "Measured", "cost_key", "duration", "estimate_seconds", "measured", "planned_steps",
+__all__ = ["COST_FIELDS", "Measured", "backtest", "backtest_summary", "cost_key", "duration", "estimate_seconds", "measured", "planned_steps",
            "summary", "training_examples"]

@@ -8,8 +8,8 @@ import pytest
 
 from pyroinv.config import Config
 from pyroinv.reproduce import cli, grids
-from pyroinv.reproduce.estimate import (cost_key, duration, estimate_seconds, measured, planned_steps, summary,
-                                        training_examples)
+from pyroinv.reproduce.estimate import (backtest, backtest_summary, cost_key, duration, estimate_seconds, measured,
+                                        planned_steps, summary, training_examples)
 from pyroinv.reproduce.kept import kept_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,3 +94,19 @@ def test_dry_run_prints_each_cells_estimate_and_the_total(monkeypatch, tmp_path,
     assert lines[2] == f"efficiency: 1 of 2 cells finished; 1 cell(s) to run: about {expected} for one worker on the CPU"
     assert lines[3] == "deep: 0 of 0 cells finished; every cell has finished"
     assert lines[4].startswith(f"1 cell(s) to run: about {expected} for one worker on the CPU, at the speed")
+    assert lines[5].startswith("too few kept cells on the CPU")  # one kept cell: nothing to check the estimate on
+
+
+def test_cells_of_one_size_are_priced_by_their_median_and_the_backtest_prices_each_kept_cell_from_the_others(tmp_path):
+    cfg = {**Config(dataset="mnist-rot", invariance="rotation", hidden=64, samples=4, epochs=2,
+                    batch_size=100).to_dict(), "train_size": 1000}
+    for name, train_s in (("a", 10.0), ("b", 20.0), ("c", 60.0)):  # 0.5, 1 and 3 s a step, beside different loads
+        _keep(tmp_path, name, cfg, 1000, 20, train_s=train_s, eval_s=0.0)
+    costs = measured(["cpu"], root=tmp_path)
+    assert estimate_seconds(cfg, "cpu", costs) == pytest.approx(1.0 * 20)  # the median, not the fastest
+    # a: priced at the median of b and c (2 s a step) against 0.5; b: of a and c (1.75) against 1; c: 0.75 against 3
+    assert sorted(backtest(costs, "cpu")) == pytest.approx(sorted([4.0, 1.75, 0.25]))
+    assert backtest(costs, "cuda") == []
+    line = backtest_summary(backtest(costs, "cpu"), "cpu")
+    assert line.startswith("checked on the 3 kept cells on the CPU with a peer of their cost") and "×1.75 at the median" in line
+    assert backtest_summary([], "cuda").startswith("too few kept cells on a GPU")

@@ -143,8 +143,9 @@ def test_driver_command_line(tmp_path):
     assert res.returncode == 2 and "NAME=AMOUNT" in res.stderr and res.stderr.count("\n") == 1
     dry = subprocess.run([sys.executable, script, "figure6", "--dry-run", "--seeds", "0", "1", "--runs-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
-    *lines, total = dry.stdout.splitlines()
+    *lines, total, checked = dry.stdout.splitlines()
     assert dry.returncode == 0 and len(lines) == 18 and total.startswith("18 cell(s) to run")
+    assert checked.startswith(("checked on the", "too few kept cells"))
     assert all(re.match(r"\[todo(, about [^]]+)?\] python scripts/svi_train.py", line) for line in lines)
     assert all(line.endswith("-s0") for line in lines[:9]) and all(line.endswith("-s1") for line in lines[9:])  # seed 0 first
     written = next(line for line in lines if "as-written-s0" in line)
