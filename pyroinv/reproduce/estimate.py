@@ -9,10 +9,10 @@ that has not run is priced by the kept cells of the same :func:`cost_key`:
 taking the medians over those of them nearest in training-set size (the Laplace method refreshes its curvature
 every epoch, so its cost per step depends on the size; cells of one cost ran beside different loads), on the same
 device kind (``cpu`` or ``cuda``). The kept cells ran at one thread, two at a time on the machine that made them, or
-several to a GPU; an estimate carries their conditions with it. ``--dry-run`` prints it per cell and in all; ``--minutes`` does not start a cell whose
-estimate exceeds the time left (:meth:`pyroinv.reproduce.runner.DaskRunner.run`). How near the estimates come is
-checked on the kept cells themselves (:func:`backtest`: each priced from the others of its cost), and ``--dry-run``
-says it in its last line.
+several to a GPU; an estimate carries their conditions with it. ``--dry-run`` prints it per cell and in all;
+``--minutes`` does not start a cell whose estimate exceeds the time left
+(:meth:`pyroinv.reproduce.runner.DaskRunner.run`). How near the estimates come is checked on the kept cells
+themselves (:func:`backtest`: each priced from the others of its cost), and ``--dry-run`` says it in its last line.
 """
 from __future__ import annotations
 
@@ -181,5 +181,5 @@ def summary(estimates: list[float | None], device: str, brief: bool = False) -> 
     return line
 
 
-__all__ = ["COST_FIELDS", "Measured", "backtest", "backtest_summary", "cost_key", "duration", "estimate_seconds", "measured", "planned_steps",
-           "summary", "training_examples"]
+__all__ = ["COST_FIELDS", "Measured", "backtest", "backtest_summary", "cost_key", "duration", "estimate_seconds",
+           "measured", "planned_steps", "summary", "training_examples"]
