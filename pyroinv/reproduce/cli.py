@@ -9,7 +9,7 @@ from typing import Sequence
 from ..cli import OneLineParser
 from ..paths import project_root
 from ..errors import PyroinvError
-from .estimate import backtest, backtest_summary, duration, estimate_seconds, measured, summary
+from .estimate import Measured, backtest, backtest_summary, duration, estimate_seconds, measured, summary
 from .grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
 from .kept import keep
 from .runner import DaskRunner, Job, cuda_devices, parse_resources
@@ -87,10 +87,10 @@ def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path
     return list(seen)
 
 
-def estimates(jobs: Sequence[Job], device: str) -> dict[Job, float]:
-    """Each job's expected seconds on ``device`` from the kept cells of its protocol (:mod:`.estimate`), where
-    one has the same cost."""
-    costs = measured({job.protocol for job in jobs})
+def estimates(jobs: Sequence[Job], device: str, costs: dict[tuple, list[Measured]] | None = None) -> dict[Job, float]:
+    """Each job's expected seconds on ``device`` from the kept cells of its protocol (:mod:`.estimate`; ``costs``
+    where they have been read already), where one has the same cost."""
+    costs = measured({job.protocol for job in jobs}) if costs is None else costs
     found = {}
     for job in jobs:
         if job.cell.kind != "sgpr":
@@ -104,7 +104,8 @@ def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, S
     """Print each cell's state and command, with the time a cell still to run is expected to take on ``device``;
     then, for several ``tables`` (their cells among ``jobs``), a line each; then one line for them all, and one on
     how near such estimates come on the kept cells of ``protocol`` (:func:`~pyroinv.reproduce.estimate.backtest`)."""
-    expected = estimates(jobs, device)
+    costs = measured([protocol])
+    expected = estimates(jobs, device, costs)
     states = {job: job.state() for job in jobs}
     for job in jobs:
         cmd = " ".join(shlex.quote(a) for a in ["python", f"scripts/{job.cell.script}",
@@ -115,7 +116,7 @@ def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, S
         left = [expected.get(job) for job in members if states[job] != "done"]
         print(f"{key}: {len(members) - len(left)} of {len(members)} cells finished; {summary(left, device, brief=True)}")
     print(summary([expected.get(job) for job in jobs if states[job] != "done"], device))
-    print(backtest_summary(backtest(measured([protocol]), device), device))
+    print(backtest_summary(backtest(costs, device), device))
 
 
 def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False,

@@ -116,16 +116,15 @@ def estimate_seconds(cfg: dict[str, Any], device: str, costs: dict[tuple, list[M
     same = costs.get(cost_key(cfg, device))
     if not same or not n:
         return None
-    step_s, eval_s = _nearest(same, n)
-    return step_s * planned_steps(cfg, n) + eval_s
+    return _priced(same, n, planned_steps(cfg, n))
 
 
-def _nearest(same: list[Measured], n: int) -> tuple[float, float]:
-    """Seconds per step and of evaluation of the kept cells ``same`` nearest in training-set size to ``n``: the
-    medians of those of that size (cells of one cost ran beside different loads)."""
+def _priced(same: list[Measured], n: int, steps: int) -> float:
+    """The seconds of a run of ``steps`` steps on ``n`` examples, at the median seconds per step and of evaluation
+    of the kept cells ``same`` nearest in training-set size to ``n`` (cells of one cost ran beside different loads)."""
     gap = min(abs(math.log(m.num_data / n)) for m in same)
     peers = [m for m in same if abs(math.log(m.num_data / n)) == gap]
-    return statistics.median(m.step_s for m in peers), statistics.median(m.eval_s for m in peers)
+    return statistics.median(m.step_s for m in peers) * steps + statistics.median(m.eval_s for m in peers)
 
 
 def backtest(costs: dict[tuple, list[Measured]], device: str) -> list[float]:
@@ -139,8 +138,7 @@ def backtest(costs: dict[tuple, list[Measured]], device: str) -> list[float]:
         for i, cell in enumerate(same):
             others = same[:i] + same[i + 1:]
             if others and cell.seconds > 0:
-                step_s, eval_s = _nearest(others, cell.num_data)
-                ratios.append((step_s * cell.steps + eval_s) / cell.seconds)
+                ratios.append(_priced(others, cell.num_data, cell.steps) / cell.seconds)
     return ratios
 
 
