@@ -59,7 +59,8 @@ any_float = _number(float, False, "a number")
 def train_parser() -> argparse.ArgumentParser:
     d = Config()
     p = OneLineParser(prog="svi_train.py", description="Learn which invariance the data has: train an invariant "
-                      "shallow network by SVI on a lower bound of the marginal likelihood (or by maximum likelihood).",
+                      "network (the paper's shallow one, a deeper MLP or a CNN) by SVI on a lower bound of the "
+                      "marginal likelihood, by a Laplace evidence, or by maximum likelihood.",
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--invariance", choices=list(lie.PRESETS), default=d.invariance,
                    help="which generators eta may use: rotation (eta3), translation (eta1, eta2), scale (eta4, eta5), "
