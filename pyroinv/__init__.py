@@ -8,13 +8,15 @@ setting, e.g. Pyro's global parameter store under ``SVI``, like any ``PyroModule
 
 The public entry points, importable from the package itself::
 
-    from pyroinv import Config, run_experiment, run_or_load, load_run, evaluate_run, eta_profile
+    from pyroinv import InvariantClassifier                  # the library: any body, any data
+    from pyroinv import Config, run_experiment, run_or_load, load_run, evaluate_run, eta_profile  # run folders
 """
 __version__ = "0.1.0"
 
+from .classifier import InvariantClassifier  # noqa: E402
 from .run.analysis import eta_profile, evaluate_run  # noqa: E402
 from .config import Config  # noqa: E402
 from .run.experiment import run_experiment, run_or_load  # noqa: E402
 from .run.folder import load_run  # noqa: E402
 
-__all__ = ["Config", "eta_profile", "evaluate_run", "load_run", "run_experiment", "run_or_load"]
+__all__ = ["Config", "InvariantClassifier", "eta_profile", "evaluate_run", "load_run", "run_experiment", "run_or_load"]

@@ -213,7 +213,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
     A given flag that differs from the saved value is then reported by the run as a mismatch.
     """
-    from .run.checkpoint import read_config
+    from .files import read_config
 
     saved = read_config(out / "config.json")
     names = {f.name for f in fields(Config)}

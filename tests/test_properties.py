@@ -24,8 +24,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from pyroinv.run import checkpoint, lock
-from pyroinv.run.checkpoint import read_json
+from pyroinv import files as checkpoint
+from pyroinv.run import lock
+from pyroinv.files import read_json
 from pyroinv.cli import train_main, train_parser
 from pyroinv.data import validate_arrays
 from pyroinv.errors import DataError

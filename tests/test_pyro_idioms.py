@@ -99,8 +99,11 @@ def test_pyro_elbos_give_the_packages_elbo_and_svi_with_pyro_optim_raises_it(nam
             svi.step(x, y, num_data=N)
     after, after_se = _mean_loss(lambda: package(x, y, num_data=N))
     assert after < ours - 4 * math.hypot(ours_se, after_se)  # a few SVI steps raised the ELBO
-    assert set(pyro.get_param_store().keys()) >= {"features.W1", "features.invariance.eta_active", "loc"}
-    assert model.features.W1 is pyro.get_param_store()._params["features.W1"]  # the store holds the module's own
+    assert set(pyro.get_param_store().keys()) >= {"InvariantBNN.features.W1",
+                                                  "InvariantBNN.features.invariance.eta_active",
+                                                  "ClassCholeskyGuide.loc"}
+    # the store holds the module's own
+    assert model.features.W1 is pyro.get_param_store()._params["InvariantBNN.features.W1"]
 
 
 def test_renyi_elbo_bounds_at_least_as_tightly_and_trains(data):
@@ -147,3 +150,26 @@ def test_the_packages_training_does_not_touch_the_global_store(data, cache_dir):
     Trainer(Config(**{**TINY, "train_size": 64, "test_size": 20}), split).train_step()  # the package's own call
     assert set(pyro.get_param_store().keys()) == names
     assert all(torch.equal(before[k], v.detach()) for k, v in pyro.get_param_store().items())
+
+
+def test_a_users_own_loc_in_the_store_is_not_taken_by_a_loaded_run(data):
+    """A user's Pyro model with ``pyro.param("loc", ...)`` trained first: the package's model and guide keep their
+    own parameters under the user's SVI and Predictive (Pyro names them ``ClassCholeskyGuide.loc``, ...)."""
+    x, y, x_test, _ = data
+    N = x.shape[0]
+
+    def users_model():
+        loc = pyro.param("loc", torch.tensor(0.5))
+        pyro.sample("z", pyro.distributions.Normal(loc, 1.0), obs=torch.tensor(1.0))
+
+    svi = SVI(users_model, lambda: None, pyro.optim.Adam({"lr": 0.1}), Trace_ELBO())
+    for _ in range(3):
+        svi.step()
+    users_loc = pyro.param("loc").detach().clone()
+    _, model, guide = _fresh()
+    own = guide.loc.detach().clone()
+    pred = Predictive(model, guide=guide, num_samples=2, return_sites=["W2"])(x_test[:10])
+    assert pred["W2"].shape == (2, 10, model.features.num_features)
+    Trace_ELBO().loss(model, guide, x, y, num_data=N)
+    assert torch.equal(pyro.param("loc").detach(), users_loc)  # the user's parameter is untouched ...
+    assert torch.equal(pyro.param("ClassCholeskyGuide.loc").detach(), own)  # ... and the guide reads its own

@@ -20,7 +20,7 @@ import pyro
 import pyro.contrib.gp as gp
 import torch
 
-from ..run.checkpoint import append_line, write_failure, write_json
+from ..files import append_line, write_failure, write_json
 from ..data import describe, load_dataset
 from ..errors import ConfigError
 from ..inference.build import device_name

@@ -42,8 +42,8 @@ def validate_arrays(arrays: dict[str, np.ndarray], name: str = "user") -> Split:
     missing = [k for k in REQUIRED_KEYS if k not in arrays]
     if missing:
         raise DataError(f"{name}.npz is missing key(s) {', '.join(missing)}; it needs {', '.join(REQUIRED_KEYS)}")
-    xs = {k: _check_inputs(k, np.asarray(arrays[k])) for k in ("x_train", "x_test")}
-    ys = {k: _check_labels(k, np.asarray(arrays[k])) for k in ("y_train", "y_test")}
+    xs = {k: check_inputs(k, np.asarray(arrays[k])) for k in ("x_train", "x_test")}
+    ys = {k: check_labels(k, np.asarray(arrays[k])) for k in ("y_train", "y_test")}
     if xs["x_train"].shape[1:] != xs["x_test"].shape[1:]:
         raise DataError(f"x_train examples have shape {xs['x_train'].shape[1:]} but x_test examples "
                         f"{xs['x_test'].shape[1:]}; train and test must match")
@@ -51,24 +51,14 @@ def validate_arrays(arrays: dict[str, np.ndarray], name: str = "user") -> Split:
         if len(xs[f"x_{split}"]) != len(ys[f"y_{split}"]):
             raise DataError(f"x_{split} has {len(xs[f'x_{split}'])} examples but y_{split} has "
                             f"{len(ys[f'y_{split}'])} labels; they must match")
-    if len(ys["y_train"]) == 0:
-        raise DataError("y_train is empty; it needs at least one example of every class")
-    num_classes = int(ys["y_train"].max()) + 1
-    present = np.unique(ys["y_train"])
-    if len(present) < 2:
-        raise DataError("y_train holds a single class; classification needs at least 2 classes")
-    if len(present) < num_classes:
-        missing = np.setdiff1d(np.arange(num_classes), present)
-        shown = ", ".join(str(int(c)) for c in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise DataError(f"y_train's labels go up to {num_classes - 1} but {len(missing)} of the classes 0..{num_classes - 1} "
-                        f"never appear ({shown}); relabel to 0..K-1, e.g. y = numpy.unique(y, return_inverse=True)[1]")
+    num_classes = check_classes("y_train", ys["y_train"])
     if ys["y_test"].max() >= num_classes:
         raise DataError(f"y_test has label {int(ys['y_test'].max())} but y_train's classes are 0..{num_classes - 1}; "
                         "labels must be in 0..K-1 with every class present in training")
     return Split(name, xs["x_train"], ys["y_train"], xs["x_test"], ys["y_test"], num_classes=num_classes)
 
 
-def _check_inputs(key: str, x: np.ndarray) -> np.ndarray:
+def check_inputs(key: str, x: np.ndarray) -> np.ndarray:
     if x.ndim == 2 and x.shape[1] == 2:  # 2-D coordinate data
         if not np.issubdtype(x.dtype, np.number):
             raise DataError(f"{key} has dtype {x.dtype}; coordinates must be numbers")
@@ -98,7 +88,7 @@ def _check_inputs(key: str, x: np.ndarray) -> np.ndarray:
     return x.astype(np.float32)
 
 
-def _check_labels(key: str, y: np.ndarray) -> np.ndarray:
+def check_labels(key: str, y: np.ndarray) -> np.ndarray:
     if y.ndim != 1:
         raise DataError(f"{key} has shape {y.shape}; labels must be a 1-D array of class indices")
     if not np.issubdtype(y.dtype, np.integer):
@@ -106,3 +96,25 @@ def _check_labels(key: str, y: np.ndarray) -> np.ndarray:
     if len(y) and y.min() < 0:
         raise DataError(f"{key} has label {int(y.min())}; labels must be in 0..K-1")
     return y.astype(np.int64)
+
+
+def check_classes(key: str, y: np.ndarray, num_classes: int | None = None) -> int:
+    """``K``, the number of classes of training labels ``y`` (checked by :func:`check_labels`): at least 2, every one
+    of ``0..K-1`` present; ``num_classes``, when given, must hold every label."""
+    if len(y) == 0:
+        raise DataError(f"{key} is empty; it needs at least one example of every class")
+    if num_classes is not None:
+        if y.max() >= num_classes:
+            raise DataError(f"{key} has label {int(y.max())} but num_classes is {num_classes}; labels must be in "
+                            f"0..{num_classes - 1}, or pass num_classes={int(y.max()) + 1}")
+        return num_classes
+    num_classes = int(y.max()) + 1
+    present = np.unique(y)
+    if len(present) < 2:
+        raise DataError(f"{key} holds a single class; classification needs at least 2 classes")
+    if len(present) < num_classes:
+        missing = np.setdiff1d(np.arange(num_classes), present)
+        shown = ", ".join(str(int(c)) for c in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise DataError(f"{key}'s labels go up to {num_classes - 1} but {len(missing)} of the classes 0..{num_classes - 1} "
+                        f"never appear ({shown}); relabel to 0..K-1, e.g. y = numpy.unique(y, return_inverse=True)[1]")
+    return num_classes

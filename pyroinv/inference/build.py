@@ -19,6 +19,7 @@ from ..model.registry import FeatureSettings, build_features
 from ..model.scope import local_params
 from .methods import method
 from ..model.bnn import InvariantBNN
+from ..model.body import BodyFeatures
 
 
 def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
@@ -39,11 +40,14 @@ def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
                           f"a stretch); pad them to square, e.g. with numpy.pad, or use --invariance none")
 
 
-def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> tuple[InvariantBNN, PyroModule]:
+def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, body: torch.nn.Module | None = None,
+                transforms_on: str = "auto") -> tuple[InvariantBNN, PyroModule]:
     """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
 
     The method (:mod:`pyroinv.inference.methods`) picks the prior, the guide and where the transforms act; the
-    network (:mod:`pyroinv.model.registry`) the feature map."""
+    network (:mod:`pyroinv.model.registry`) the feature map, or, given a ``body`` (a user's ``nn.Module`` from inputs
+    to features), :class:`~pyroinv.model.body.BodyFeatures` on it, the transforms on its first layer's weights or
+    on its inputs (``transforms_on``; an input-space method such as Augerino always on the inputs)."""
     m = method(cfg.inference)
     image_size = input_shape[-1] if len(input_shape) == 3 else None
     check_inputs(cfg, input_shape)
@@ -54,7 +58,11 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int) -> 
     settings = FeatureSettings(hidden=cfg.hidden, depth=cfg.depth, channels=tuple(cfg.channels),
                                activation=cfg.activation, blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
                                rff_lengthscale=cfg.rff_lengthscale, init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)
-    features = build_features(cfg.network, input_shape, invariance, settings, on_inputs=m.transforms_on == "inputs")
+    if body is None:
+        features = build_features(cfg.network, input_shape, invariance, settings, on_inputs=m.transforms_on == "inputs")
+    else:
+        path = "inputs" if m.transforms_on == "inputs" else transforms_on
+        features = BodyFeatures(body, input_shape, invariance, path=path, blur_sigma=cfg.blur_sigma)
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
                          sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
                          average=cfg.average, estimator=m.estimator(cfg.estimator))

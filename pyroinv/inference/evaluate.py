@@ -7,7 +7,7 @@ computed once for the whole data set):
     p(y | x) ~= (1 / L) sum_l f_hat(x; W2^(l))_y,   f_hat the transform average of ``model.average``.
 
 :func:`posterior_predictive` makes the one pass over the test set; the test metrics of a run and its
-ArviZ file (:mod:`pyroinv.run.arviz_export`) are both read off its result.
+ArviZ file (:mod:`pyroinv.inference.arviz_export`) are both read off its result.
 """
 from __future__ import annotations
 

@@ -80,10 +80,13 @@ class Trainer:
             ``$PYROINV_CUDA_GRAPH`` is ``0``.
         recorder: records and replays the step in place of a CUDA graph, on any device (tests:
             :class:`~pyroinv.inference.step_graph.CallAgain`).
+        body: a user's ``nn.Module`` from inputs to features in place of ``cfg.network``, with ``transforms_on``
+            (:func:`~pyroinv.inference.build.build_model`).
     """
 
     def __init__(self, cfg: Config, data: Split, device: torch.device | str | None = None,
-                 cuda_graph: bool | None = None, recorder: Callable[..., Recorder] | None = None) -> None:
+                 cuda_graph: bool | None = None, recorder: Callable[..., Recorder] | None = None,
+                 body: torch.nn.Module | None = None, transforms_on: str = "auto") -> None:
         self.cfg = cfg.validate()
         self.device = torch.device(device) if device is not None else resolve_device(cfg.device)
         pyro.set_rng_seed(cfg.seed)
@@ -94,7 +97,7 @@ class Trainer:
         self.input_shape = data.input_shape
         self.num_classes = data.num_classes
         self.num_data = self.x_train.shape[0]
-        self.model, self.guide = build_model(cfg, self.input_shape, self.num_classes)
+        self.model, self.guide = build_model(cfg, self.input_shape, self.num_classes, body, transforms_on)
         self.model.to(self.device)
         self.guide.to(self.device)
         self.loss_fn = build_loss(cfg, self.model, self.guide)
@@ -161,7 +164,7 @@ class Trainer:
         ``eta`` is held (``eta_warmup``)."""
         if self.laplace is None or self.step < self.eta_warmup_steps:
             return None
-        W2 = self.guide.W2_hat.detach()
+        W2 = self.guide.median().detach()
         if not self.laplace.ready or self.step % max(self.steps_per_epoch, self.laplace.refresh_steps) == 0:
             self.laplace.refresh(W2)
         surrogate = self.laplace.half_logdet_surrogate(self._batch_x, self._batch_features, W2)

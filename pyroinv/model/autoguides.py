@@ -80,6 +80,10 @@ class AutoW2Guide(PyroinvModule):
         """``(L, K, D)`` draws ``W2 ~ q``."""
         return self.marginal().sample((num_draws,)).reshape(num_draws, self.num_classes, self.dim)
 
+    def median(self) -> torch.Tensor:
+        """q's mean of ``W2``, ``(K, D)`` (the AutoGuide's own ``median()``)."""
+        return self.auto.median()["W2"]
+
     def _mean_cov_trace(self) -> tuple[torch.Tensor, torch.Tensor]:
         q = self.marginal()
         if self.kind == "autonormal":

@@ -33,7 +33,7 @@ from ..errors import ConfigError
 from .invariance import Invariance
 from .networks import InvariantFeatures
 from .scope import PyroinvModule, local_params
-from .warp import warp_images
+from .input_features import transformed_inputs
 
 
 #: the CNN's two convolutions' channels by default (``--channels``)
@@ -54,7 +54,7 @@ def _relu_layer(n_in: int, n_out: int, scale: float = 1.0) -> nn.Module:
     return layer
 
 
-def _with_one(h: torch.Tensor) -> torch.Tensor:
+def with_one(h: torch.Tensor) -> torch.Tensor:
     return torch.cat([h, h.new_ones(*h.shape[:-1], 1)], dim=-1)
 
 
@@ -95,7 +95,7 @@ class DeepMLPFeatures(PyroinvModule):
         h = first_features[..., :-1]
         for layer in self.layers:
             h = torch.relu(layer(h))
-        return _with_one(h)
+        return with_one(h)
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The first layer's bank (its S warped weight copies, or the transforms)."""
@@ -173,10 +173,7 @@ class ConvFeatures(PyroinvModule):
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         (T,) = bank
-        S, B = T.shape[0], x.shape[0]
-        x = x.reshape(B, *self.input_shape)
-        warped = warp_images(x.repeat(S, 1, 1, 1), T.repeat_interleave(B, 0))
-        return _with_one(self.body(warped).view(S, B, self.hidden))
+        return with_one(self.body(transformed_inputs(x, T, self.input_shape)).view(T.shape[0], x.shape[0], self.hidden))
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)``; ``path`` (how a weight warp is applied) does not apply here."""
@@ -191,4 +188,4 @@ def conv_activations(input_shape: tuple[int, ...], hidden: int, channels: tuple[
         c2 * (h // 4) * (w // 4) + hidden
 
 
-__all__ = ["CNN_ACTIVATIONS", "CNN_CHANNELS", "ConvFeatures", "DeepMLPFeatures", "conv_activations"]
+__all__ = ["CNN_ACTIVATIONS", "CNN_CHANNELS", "ConvFeatures", "DeepMLPFeatures", "conv_activations", "with_one"]

@@ -115,6 +115,10 @@ class ClassCholeskyGuide(PyroinvModule):
         """``(L, K, D)`` draws ``W2 ~ q`` for the posterior predictive."""
         return self.distribution().sample((num_draws,))
 
+    def median(self) -> torch.Tensor:
+        """``mu``, ``(K, D)``: q's mean (and median), as Pyro's AutoGuides' ``median()``."""
+        return self.loc
+
     def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
         """``KL(q || p)`` summed over classes: what the ELBO subtracts from the expected log-likelihood."""
         return torch.distributions.kl_divergence(self.distribution(), prior).sum()
@@ -147,6 +151,10 @@ class PointGuide(PyroinvModule):
     def posterior_sample(self, num_draws: int) -> torch.Tensor:
         """The point estimate as one draw, ``(1, K, D)``, whatever ``num_draws``."""
         return self.W2_hat.detach().unsqueeze(0)
+
+    def median(self) -> torch.Tensor:
+        """``W2_hat``, ``(K, D)``, as Pyro's AutoGuides' ``median()``."""
+        return self.W2_hat
 
     def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
         """``-log p(W2_hat)``: the MAP penalty (zero under the flat prior of maximum likelihood)."""

@@ -19,6 +19,15 @@ from .networks import InvariantFeatures
 from .warp import warp_images
 
 
+def transformed_inputs(x: torch.Tensor, T: torch.Tensor, input_shape: tuple[int, ...]) -> torch.Tensor:
+    """Every input under every transform, ``(S * B, *input_shape)`` in transform-major order: images resampled at
+    ``T_i p`` (bilinear, zeros outside), 2-D points mapped to ``T_i x``."""
+    S, B = T.shape[0], x.shape[0]
+    if len(input_shape) == 3:
+        return warp_images(x.reshape(B, *input_shape).repeat(S, 1, 1, 1), T.repeat_interleave(B, 0))
+    return (torch.einsum("sij,bj->sbi", T[:, :2, :2], x) + T[:, :2, 2].unsqueeze(1)).reshape(S * B, -1)
+
+
 class InputAugmentedFeatures(InvariantFeatures):
     """``phi(W1 T_i x)`` with ``T_i`` applied to the inputs; same arguments as :class:`InvariantFeatures`."""
 
@@ -36,12 +45,8 @@ class InputAugmentedFeatures(InvariantFeatures):
     def transformed_pre_activations(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor,
                                     T: torch.Tensor) -> torch.Tensor:
         """``W1 (T_i x) + b1``, shape ``(S, B, H)``."""
-        S, B = T.shape[0], x.shape[0]
-        if self.is_image:
-            xs = warp_images(x.repeat(S, 1, 1, 1), T.repeat_interleave(B, 0)).reshape(S, B, -1)
-        else:
-            xs = torch.einsum("sij,bj->sbi", T[:, :2, :2], x) + T[:, :2, 2].unsqueeze(1)
-        return torch.matmul(xs, W.T) + b
+        xs = transformed_inputs(x, T, self.input_shape)
+        return torch.matmul(xs.reshape(T.shape[0], x.shape[0], -1), W.T) + b
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)``; ``path`` (how a weight warp is applied) does not apply here."""

@@ -34,7 +34,6 @@ import pyro.poutine as poutine
 import torch
 import torch.nn.functional as F
 from pyro.infer.reparam.reparam import Reparam
-from .scope import PyroinvModule
 
 _ENABLED = True
 

@@ -106,13 +106,17 @@ class InvariantFeatures(PyroinvModule):
             return bank, self.b1.expand(S, self.hidden)
         return warp_coordinate_weights(self.W1, self.b1, T)
 
+    def bank_pre_activations(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Pre-activations ``(S, B, H)``, ``(W1 o T_i) x + b1``, of inputs ``x`` under a precomputed weight bank."""
+        W, b = bank
+        return torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1)
+
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
-        W, b = bank
-        x = x.reshape(x.shape[0], -1)
         if kernels.enabled() and not torch.is_grad_enabled():
-            return kernels.features_no_grad(x, W, b, self.network, self.rff_scale)
-        return self.activation(torch.matmul(x, W.transpose(1, 2)) + b.unsqueeze(1))
+            W, b = bank
+            return kernels.features_no_grad(x.reshape(x.shape[0], -1), W, b, self.network, self.rff_scale)
+        return self.activation(self.bank_pre_activations(x, bank))
 
     def activation(self, pre: torch.Tensor) -> torch.Tensor:
         """``[phi(pre), 1]``, ``(..., H + 1)``: ``relu``, or ``sqrt(2 / H) cos`` for random Fourier features."""
@@ -122,6 +126,24 @@ class InvariantFeatures(PyroinvModule):
             return kernels.relu_with_one(pre)
         phi = self.rff_scale * torch.cos(pre) if self.network == "rff" else torch.relu(pre)
         return torch.cat([phi, pre.new_ones(*pre.shape[:-1], 1)], dim=-1)
+
+    def _path(self, x: torch.Tensor, path: str) -> str:
+        """``"weights"`` or ``"inputs"``: how :meth:`forward` applies the warp (see there)."""
+        if path == "auto":
+            path = "inputs" if kernels.enabled() and self.is_image and x.shape[0] < self.hidden else "weights"
+        return "weights" if path == "weights" or not self.is_image else "inputs"
+
+    def pre_activations(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
+        """Pre-activations ``(S, B, H)`` of ``W1 T_i x + b1`` (times ``|det A_i|`` with ``jacobian``); ``path`` as in
+        :meth:`forward`."""
+        if self._path(x, path) == "weights":
+            return self.bank_pre_activations(x, self.weight_bank(T))
+        W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
+        S, B = T.shape[0], x.shape[0]
+        xt = kernels.warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
+        if self.jacobian:
+            return torch.mm(xt, W.T).view(S, B, self.hidden) * jacobian(T).view(S, 1, 1) + self.b1
+        return torch.addmm(self.b1, xt, W.T).view(S, B, self.hidden)
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of ``phi(W1 T_i x)``.
@@ -135,13 +157,6 @@ class InvariantFeatures(PyroinvModule):
         * ``"auto"``: with :mod:`~pyroinv.model.kernels` enabled, the cheaper of the two for image data;
           otherwise the weights.
         """
-        if path == "auto":
-            path = "inputs" if kernels.enabled() and self.is_image and x.shape[0] < self.hidden else "weights"
-        if path == "weights" or not self.is_image:
+        if self._path(x, path) == "weights":
             return self.apply_bank(x, self.weight_bank(T))
-        W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
-        S, B = T.shape[0], x.shape[0]
-        xt = kernels.warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
-        if self.jacobian:
-            return self.activation(torch.mm(xt, W.T).view(S, B, self.hidden) * jacobian(T).view(S, 1, 1) + self.b1)
-        return self.activation(torch.addmm(self.b1, xt, W.T).view(S, B, self.hidden))
+        return self.activation(self.pre_activations(x, T, "inputs"))

@@ -6,7 +6,7 @@ ELBO profile, export) run under :func:`local_params`, a context that turns the s
 two models in one process (two runs compared in a notebook, the tests) then never share a parameter because
 their names agree. Importing pyroinv changes no setting. A user's own Pyro code calls the same modules under
 its own setting: under the default, ``SVI`` with ``pyro.optim`` and the JIT ELBOs see the parameters in the
-global store by name (``features.W1``, ``features.invariance.eta_active``, ``loc``, ...), as with any
+global store by name (``InvariantBNN.features.W1``, ``ClassCholeskyGuide.loc``, ...), as with any
 ``PyroModule`` (``pyro.clear_param_store()`` before training a second model, as usual in Pyro).
 
 :class:`PyroinvModule` is the base of the package's modules: a ``PyroModule`` whose call context is made under
@@ -27,11 +27,16 @@ def local_params() -> AbstractContextManager:
 
 
 class PyroinvModule(PyroModule):
-    """A ``PyroModule`` usable under either ``module_local_params`` setting (see the module docstring)."""
+    """A ``PyroModule`` usable under either ``module_local_params`` setting (see the module docstring).
+
+    Its Pyro name is its class's (``name`` overrides it), as Pyro's AutoGuides prefix theirs (``AutoNormal.locs.x``):
+    under the global parameter store the parameters are ``InvariantBNN.features.W1``, ``ClassCholeskyGuide.loc``,
+    ..., never a user's own ``loc``. A submodule takes its parent's name and its attribute's, as in any
+    ``PyroModule``."""
 
     def __init__(self, name: str = "") -> None:
         with local_params():
-            super().__init__(name)
+            super().__init__(name or type(self).__name__)
 
 
 __all__ = ["PyroinvModule", "local_params"]

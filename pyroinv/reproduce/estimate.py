@@ -28,7 +28,7 @@ from ..config import Config
 from ..data.registry import num_train
 from ..errors import DataError
 from ..inference.train import run_length
-from ..run.checkpoint import read_json
+from ..files import read_json
 from .kept import kept_root
 
 #: the settings that decide what a training step computes (a cell's cost); ``transforms`` stands for

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ..paths import project_root
-from ..run.checkpoint import read_jsonl, write_bytes
+from ..files import read_jsonl, write_bytes
 from ..run.folder import CONFIG, META, METRICS, RESULTS
 
 ROOT = project_root()

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from ..data.registry import num_classes
 from ..errors import DataError
-from ..run.checkpoint import read_json
+from ..files import read_json
 from ..run.fit_check import chance_fit_warning
 from .grids import Cell
 from .kept import kept_root

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..run.checkpoint import read_jsonl, write_bytes
+from ..files import read_jsonl, write_bytes
 from ..run.fit_check import CHANCE_FRACTION
 from ..run.plots import plot_curves_panels, plot_eta_panels
 from .claims import CLAIM_TABLES, claims_section

@@ -14,7 +14,6 @@ import json
 import logging
 import math
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,25 +21,23 @@ from typing import Any, Iterator
 import torch
 
 from ..model import lie
-from ..inference.build import check_inputs, device_name, resolve_device
+from ..classifier import FitCallbacks, InvariantClassifier, TrainingDiverged  # noqa: F401 (its error, re-exported)
+from ..classifier.classifier import CheckpointMismatch
+from ..inference.build import device_name, resolve_device
 from ..config import Config
 from ..data import describe, load_dataset
-from ..errors import ConfigError, PyroinvError, one_line
+from ..errors import ConfigError, PyroinvError
 from ..inference.evaluate import elbo_per_datapoint, inactive_units, posterior_predictive
 from ..inference.laplace_layers import laplace_evidences
-from ..inference.memory import check_fits
 from ..inference.methods import method
-from .checkpoint import append_line, write_failure
+from ..files import append_line, write_failure
 from .fit_check import chance_fit_warning
 from .folder import CHECKPOINT, CONFIG, DONE, FOREIGN, METRICS, RESUMABLE, UNSTARTED, RunFolder, RunResults
 from .lock import RunLock
 from ..inference.train import Trainer
+from ..model.autoguides import AutoW2Guide
 
 log = logging.getLogger("pyroinv")
-
-
-class TrainingDiverged(PyroinvError):
-    """The loss became NaN or infinite."""
 
 
 class Interrupted(PyroinvError):
@@ -88,31 +85,44 @@ class StopSignals:
             signal.signal(s, h)
 
 
-def _record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
-    eta = trainer.model.invariance.eta.detach().cpu()
-    return {**rec, "nll": trainer.last_batch_nll, **trainer.diagnostics(), "eta": [float(v) for v in eta],
-            "eta_human": lie.to_human(eta, trainer.model.invariance.image_size), "wall_time": trainer.wall_time}
+class FolderWriter(FitCallbacks):
+    """A fit's records and checkpoints into a run folder (``metrics.jsonl``, ``checkpoint.pt``), stopped by a
+    signal. The folder is started (``config.json``, ``meta.json``) once the trainer is built, so a run refused by
+    its settings writes nothing."""
 
+    def __init__(self, folder: RunFolder, cfg: Config, signals: StopSignals, resuming: bool, data: str) -> None:
+        self.folder, self.cfg, self.signals, self.resuming, self.data = folder, cfg, signals, resuming, data
+        self.metrics = None
 
-def _regime(r: dict[str, Any]) -> str:
-    """``KL/N 0.018 q 0.97 |mu| 36.1``: the diagnostics of a metrics record, as the progress line shows them."""
-    parts = []
-    if "kl_per_datapoint" in r:
-        parts.append(f"KL/N {r['kl_per_datapoint']:.3f}")
-    if "laplace_per_datapoint" in r:
-        parts.append(f"Laplace/N {r['laplace_per_datapoint']:.3f}")
-    if "q_scale" in r:
-        parts.append(f"q {r['q_scale']:.2f}")
-    parts.append(f"|mu| {r['mu_norm']:.1f}")
-    return " ".join(parts)
+    def started(self, trainer: Trainer) -> None:
+        log.info("data %s", self.data)
+        if self.resuming:
+            self.folder.truncate_metrics(trainer.step)
+            log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
+        else:
+            self.folder.start(self.cfg, trainer.input_shape, trainer.num_classes, trainer.num_data)
+        log.info("device %s, %d steps (%d epochs x %d)%s", trainer.device, trainer.total_steps, trainer.epochs,
+                 trainer.steps_per_epoch, "; full batches replayed as a CUDA graph" if trainer.graph is not None else "")
+        try:
+            self.metrics = open(self.folder / METRICS, "a")
+        except OSError as err:
+            raise write_failure(self.folder / METRICS, err) from None
 
+    def record(self, record: dict[str, Any]) -> None:
+        append_line(self.metrics, self.folder / METRICS, json.dumps(record) + "\n")
 
-def _progress(total: int, initial: int, enabled: bool | None):
-    from tqdm import tqdm
+    def checkpoint(self, state: dict[str, Any]) -> None:
+        self.folder.save_checkpoint(state)
 
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)
+    def should_stop(self) -> bool:
+        return self.signals.received is not None
+
+    def kept(self, step: int) -> str:
+        return f"the checkpoint of step {step} is kept in {self.folder.path}"
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
 
 
 def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root: str | None = None,
@@ -157,76 +167,24 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
         folder.check_new(cfg)
     data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed, valid_size=cfg.valid_size)
-    check_inputs(cfg, data.input_shape)  # before anything is written
-    # a run that cannot fit stops here with one line, instead of being killed by the operating system
-    check_fits(cfg, data.input_shape, data.num_classes, len(data.y_train), len(data.y_test), device)
-    log.info("data %s", describe(data, cfg.train_size, cfg.test_size))
-    trainer = Trainer(cfg, data, device=device, cuda_graph=cuda_graph)
-    if resume:
-        if used.name != CHECKPOINT:
-            log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
-        try:
-            state["model"].pop("features._input_shape", None)  # a buffer of folders written before meta.json
-            trainer.load_state_dict(state)
-        except (KeyError, RuntimeError, ValueError, TypeError) as err:
-            raise ConfigError(f"--resume: {used} does not fit this run's configuration ({one_line(err, 160)}); "
-                              f"resume with the flags it was trained with, or start a new --out") from None
-        folder.truncate_metrics(trainer.step)
-        log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
-    else:
-        folder.start(cfg, data.input_shape, data.num_classes, trainer.num_data)
-    log.info("device %s, %d steps (%d epochs x %d)%s", trainer.device, trainer.total_steps, trainer.epochs,
-             trainer.steps_per_epoch, "; full batches replayed as a CUDA graph" if trainer.graph is not None else "")
-    every = checkpoint_every or trainer.steps_per_epoch
-    objective = method(cfg.inference).objective.short
-    bar = _progress(trainer.total_steps, trainer.step, progress)
-    last_good = trainer.step
-    steps_this_call = 0
+    if resume and used.name != CHECKPOINT:
+        log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
+    writer = FolderWriter(folder, cfg, signals, resuming=resume, data=describe(data, cfg.train_size, cfg.test_size))
+    clf = InvariantClassifier.from_config(cfg)
     try:
-        metrics = open(folder / METRICS, "a")
-    except OSError as err:
-        raise write_failure(folder / METRICS, err) from None
-    try:
-        with metrics:
-            while not trainer.done:
-                rec = trainer.train_step(sync=False)  # the loss stays on the device until it is read below
-                steps_this_call += 1
-                record_now = rec["step"] % log_every == 0 or trainer.done
-                save_now = trainer.step % every == 0 or trainer.done
-                stop_now = signals.received is not None or (max_steps is not None and steps_this_call >= max_steps)
-                if record_now or save_now or stop_now:
-                    bad = trainer.first_nonfinite()
-                    if bad is not None:
-                        step, value = bad
-                        raise TrainingDiverged(
-                            f"loss became {value} at step {step} (epoch {(step - 1) // trainer.steps_per_epoch}); "
-                            f"the checkpoint of step {last_good} is kept in {out}. Try a smaller --lr, a smaller "
-                            f"--guide-init-scale or --eta-constraint tanh")
-                if record_now:
-                    r = _record(trainer, {**rec, **trainer.losses()})
-                    append_line(metrics, folder / METRICS, json.dumps(r) + "\n")
-                    desc = trainer.model.invariance.describe()
-                    bar.set_postfix_str(f"{objective} {r['elbo_per_datapoint']:.3f} NLL {r['nll']:.3f} "
-                                        f"{_regime(r)} {desc}")
-                    if bar.disable:
-                        log.info("step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s %s lr %.2e %.2f steps/s",
-                                 r["step"], trainer.total_steps, r["epoch"], r["loss"], objective,
-                                 r["elbo_per_datapoint"], r["nll"], _regime(r), desc, r["lr"],
-                                 r["step"] / max(trainer.wall_time, 1e-9))
-                bar.update(1)
-                if save_now:
-                    folder.save_checkpoint(trainer.state_dict())
-                    last_good = trainer.step
-                if stop_now:
-                    if last_good != trainer.step:
-                        folder.save_checkpoint(trainer.state_dict())
-                    if signals.received is not None:
-                        raise Interrupted(f"stopped by signal {signal.Signals(signals.received).name} at step "
-                                          f"{trainer.step}; checkpoint written, continue with --resume",
-                                          signals.received)
-                    return {"step": trainer.step, "finished": False}
+        clf.fit(data, device=device, progress=progress, log_every=log_every, checkpoint_every=checkpoint_every,
+                max_steps=max_steps, callbacks=writer, resume_state=state if resume else None, cuda_graph=cuda_graph)
+    except CheckpointMismatch as err:
+        raise ConfigError(f"--resume: {used} does not fit this run's configuration ({err.detail}); resume with the "
+                          f"flags it was trained with, or start a new --out") from None
     finally:
-        bar.close()
+        writer.close()
+    trainer = clf.trainer
+    if signals.received is not None:
+        raise Interrupted(f"stopped by signal {signal.Signals(signals.received).name} at step {trainer.step}; "
+                          f"checkpoint written, continue with --resume", signals.received)
+    if not trainer.done:
+        return {"step": trainer.step, "finished": False}
     return finish(trainer, folder.path, quiet=quiet, signals=signals)
 
 
@@ -240,10 +198,7 @@ def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
 
 def _w2_estimate(guide) -> torch.Tensor | None:
     """The guide's estimate of ``W2`` (the point, or q's mean) as a start for the mode; ``None`` for an AutoGuide."""
-    for name in ("W2_hat", "loc"):
-        if isinstance(getattr(guide, name, None), torch.Tensor):
-            return getattr(guide, name).detach()
-    return None
+    return None if isinstance(guide, AutoW2Guide) else guide.median().detach()
 
 
 def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignals | None = None) -> dict[str, Any]:
@@ -251,7 +206,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
 
     With ``signals`` (a run's :class:`StopSignals`), SIGINT or SIGTERM before ``results.json`` is written stops
     with :class:`Interrupted`; the folder then holds the final checkpoint and ``--resume`` finishes it."""
-    from .arviz_export import export_data, readable_summary, save_inference_data
+    from ..inference.arviz_export import export_data, readable_summary, save_inference_data
     from .plots import plot_curves, plot_eta, plot_filter_banks
 
     cfg, folder = trainer.cfg, RunFolder(out)

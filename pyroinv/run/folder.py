@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from .checkpoint import (load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes,
+from ..files import (load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes,
                          write_json)
 from ..config import Config
 from ..errors import ConfigError
@@ -44,7 +44,7 @@ def versions() -> dict[str, str]:
     """Python, torch, pyro and arviz versions, recorded in every ``results.json``."""
     import pyro
 
-    from .arviz_export import import_arviz
+    from ..inference.arviz_export import import_arviz
 
     arviz = import_arviz()
     return {"python": platform.python_version(), "torch": torch.__version__, "pyro": pyro.__version__,

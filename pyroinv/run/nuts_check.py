@@ -34,7 +34,7 @@ from ..config import Config
 from ..data import load_dataset
 from ..inference.laplace import averaged_features as model_averaged_features, laplace_log_evidence
 from ..inference.train import Trainer
-from .arviz_export import import_arviz
+from ..inference.arviz_export import import_arviz
 
 
 @dataclass

@@ -11,7 +11,7 @@ from matplotlib.lines import Line2D
 import torch  # noqa: E402
 
 from ..model import lie  # noqa: E402
-from .checkpoint import atomic_path  # noqa: E402
+from ..files import atomic_path  # noqa: E402
 
 HUMAN_LABELS = {
     "rotation_deg": "rotation η₃ (± degrees)",

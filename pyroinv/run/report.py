@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from .checkpoint import read_json
+from ..files import read_json
 
 COLUMNS = ("run", "data", "network", "inference", "learned invariance", "test acc. %", "test NLL", "ELBO/N",
            "steps", "train s")

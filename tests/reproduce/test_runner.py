@@ -18,7 +18,7 @@ from pyroinv.reproduce import grids
 from pyroinv.run import lock as locks
 from pyroinv.reproduce.grids import network
 from pyroinv.reproduce.runner import CellError, DaskRunner, Job, check_folder, parse_resources, train_cell
-from pyroinv.run.checkpoint import read_jsonl
+from pyroinv.files import read_jsonl
 from pyroinv.run.experiment import run_experiment
 from tests.run.test_experiment import ROOT, TINY
 

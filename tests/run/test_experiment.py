@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyroinv.run.checkpoint import load_checkpoint, read_jsonl
+from pyroinv.files import load_checkpoint, read_jsonl
 from pyroinv.config import Config
-from pyroinv.run.arviz_export import import_arviz
+from pyroinv.inference.arviz_export import import_arviz
 from pyroinv.run.experiment import run_experiment
 from pyroinv.run.fit_check import chance_fit_warning
 

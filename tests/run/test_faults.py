@@ -13,8 +13,9 @@ import textwrap
 import pytest
 
 from pyroinv.cli import train_main
-from pyroinv.run import checkpoint, experiment
-from pyroinv.run.checkpoint import RunWriteError, load_checkpoint, read_jsonl
+from pyroinv import files as checkpoint
+from pyroinv.run import experiment
+from pyroinv.files import RunWriteError, load_checkpoint, read_jsonl
 from pyroinv.run.experiment import run_experiment
 
 from .test_experiment import ROOT, TINY, run_script, tiny_config
@@ -164,15 +165,15 @@ def uninterrupted(tmp_path_factory, cache_dir, mnist):
     return json.loads((out / "results.json").read_text())
 
 
-@pytest.mark.parametrize("sig, where", [(signal.SIGINT, "plots.plot_filter_banks"),
-                                        (signal.SIGTERM, "arviz_export.save_inference_data")])
+@pytest.mark.parametrize("sig, where", [(signal.SIGINT, "run.plots.plot_filter_banks"),
+                                        (signal.SIGTERM, "inference.arviz_export.save_inference_data")])
 def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tmp_path, cache_dir, uninterrupted, sig,
                                                                              where):
-    module, name = where.split(".")
+    package, module, name = where.split(".")
     out = tmp_path / "cut"
     child = textwrap.dedent(f"""
         import os, signal, sys
-        from pyroinv.run import {module} as target
+        from pyroinv.{package} import {module} as target
         from pyroinv.cli import train_main
         original = target.{name}
         def stopped(*args, **kwargs):

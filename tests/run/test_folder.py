@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from pyroinv.run.checkpoint import load_checkpoint, save_checkpoint
+from pyroinv.files import load_checkpoint, save_checkpoint
 from pyroinv.errors import ConfigError
 from pyroinv.run.experiment import run_experiment
 from pyroinv.run.folder import DONE, FOREIGN, META, RESUMABLE, UNSTARTED, RunFolder, RunResults, load_run

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pyroinv.run import lock
-from pyroinv.run.checkpoint import read_jsonl
+from pyroinv.files import read_jsonl
 from pyroinv.run.experiment import run_experiment
 from pyroinv.run.lock import FolderLocked, RunLock
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from pyroinv.run.checkpoint import load_checkpoint, read_jsonl, save_checkpoint
+from pyroinv.files import load_checkpoint, read_jsonl, save_checkpoint
 from pyroinv.cli import train_main
 from pyroinv.run.experiment import TrainingDiverged, run_experiment
 from pyroinv.inference.train import Trainer
@@ -118,7 +118,7 @@ def test_kill_during_checkpoint_write_leaves_previous_intact(tmp_path):
     save_checkpoint(path, {"step": -1, "w": torch.zeros(10)})
     child = textwrap.dedent(f"""
         import torch
-        from pyroinv.run.checkpoint import save_checkpoint
+        from pyroinv.files import save_checkpoint
         big = torch.randn(4_000_000)
         i = 0
         while True:
@@ -138,7 +138,7 @@ def test_checkpoint_is_never_missing_while_it_is_replaced(tmp_path, monkeypatch)
     """The replaced file is kept as the previous one, and ``path`` exists at every moment of the swap."""
     import os
 
-    from pyroinv.run import checkpoint
+    from pyroinv import files as checkpoint
 
     path, prev = tmp_path / "checkpoint.pt", tmp_path / "checkpoint.prev.pt"
     save_checkpoint(path, {"step": 1}, previous=prev)
@@ -153,7 +153,7 @@ def test_checkpoint_is_never_missing_while_it_is_replaced(tmp_path, monkeypatch)
 
 
 def test_interrupted_python_write_removes_its_temporary_file(tmp_path, monkeypatch):
-    from pyroinv.run import checkpoint
+    from pyroinv import files as checkpoint
 
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, {"step": 1})

@@ -1,4 +1,4 @@
-"""Atomic, safe checkpoints and small JSON helpers for run folders.
+"""Atomic, safe checkpoints and small JSON helpers, for run folders and saved classifiers.
 
 Checkpoints hold only tensors, numbers, strings and containers and are read back
 with ``torch.load(weights_only=True)``. Every write goes to a temporary file in the
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 import torch
 
-from ..errors import PyroinvError, one_line
+from .errors import PyroinvError, one_line
 
 
 class RunWriteError(PyroinvError):

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..model import lie
-from ..inference.evaluate import PosteriorPredictive, per_draw_log_probs, posterior_draws
+from .evaluate import PosteriorPredictive, per_draw_log_probs, posterior_draws
 from ..model.invariance import Invariance
 
 SUMMARY_TEST_POINTS = 5
@@ -101,9 +101,9 @@ def inference_data(pp: PosteriorPredictive, invariance: Invariance, seed: int = 
 def save_inference_data(idata, path: Path) -> None:
     """Write ``idata`` to netCDF (read back with ``az.from_netcdf``): serialised in memory
     (``idata.to_datatree().to_netcdf()``), then written atomically, so a full disk is a one-line
-    :class:`~pyroinv.run.checkpoint.RunWriteError` and never a half-written HDF5 file (HDF5 that fails a write
+    :class:`~pyroinv.files.RunWriteError` and never a half-written HDF5 file (HDF5 that fails a write
     on a full disk fails again, loudly, when its file object is collected)."""
-    from .checkpoint import write_bytes
+    from ..files import write_bytes
 
     write_bytes(Path(path), bytes(idata.to_datatree().to_netcdf(None, engine="h5netcdf")))
 
