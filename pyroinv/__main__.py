@@ -12,31 +12,31 @@ from typing import Callable, Sequence
 
 
 def _train(argv: list[str]) -> int:
-    from .cli import train_main
+    from .frontends.train import train_main
 
     return train_main(argv)
 
 
 def _evaluate(argv: list[str]) -> int:
-    from .cli import evaluate_main
+    from .frontends.train import evaluate_main
 
     return evaluate_main(argv)
 
 
 def _reproduce(argv: list[str]) -> int:
-    from .reproduce.cli import main
+    from .frontends.reproduce import main
 
     return main(argv)
 
 
 def _benchmark(argv: list[str]) -> int:
-    from .inference.benchmark_cli import main
+    from .frontends.benchmark import main
 
     return main(argv)
 
 
 def _sgpr(argv: list[str]) -> int:
-    from .baselines.sgpr import main
+    from .frontends.sgpr import main
 
     return main(argv)
 

@@ -10,8 +10,8 @@ from .errors import ConfigError
 from .model.estimators import ELBOS, ESTIMATORS
 from .model.invariance import CONSTRAINTS
 from .model.lie import SAMPLINGS
-from .inference.methods import METHODS
-from .inference.objectives import LAPLACE
+from .model.methods import METHODS
+from .model.objectives import LAPLACE
 from .model.bnn import AVERAGES
 from .model.registry import CNN_ACTIVATIONS, CNN_CHANNELS, NETWORKS
 

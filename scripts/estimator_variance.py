@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.cli import OneLineParser, pos_float, pos_int, setup_logging  # noqa: E402
+from pyroinv.frontends.train import OneLineParser, pos_float, pos_int, setup_logging  # noqa: E402
 from pyroinv.errors import PyroinvError  # noqa: E402
 from pyroinv.model.bnn import AVERAGES  # noqa: E402
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.cli import evaluate_main  # noqa: E402
+from pyroinv.frontends.train import evaluate_main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(evaluate_main())

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.cli import OneLineParser, setup_logging  # noqa: E402
+from pyroinv.frontends.train import OneLineParser, setup_logging  # noqa: E402
 from pyroinv.errors import PyroinvError  # noqa: E402
 
 

@@ -142,7 +142,7 @@ if [ -z "${PYROINV_CUDA_GRAPH:-}" ] && "$PY" -c "import torch, sys; sys.exit(not
 fi
 
 if [ -n "$SWEEP" ]; then
-  "$PY" -m pyroinv.reproduce.sweep --concurrency $SWEEP --minutes "$MINUTES" \
+  "$PY" -m pyroinv.frontends.sweep --concurrency $SWEEP --minutes "$MINUTES" \
     ${PACK:+--json "$PACK/sweep.json"} 2>&1 | tee -a "$LOG"
   exit "${PIPESTATUS[0]}"
 fi

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.cli import OneLineParser, pos_int  # noqa: E402
+from pyroinv.frontends.train import OneLineParser, pos_int  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyroinv.files import read_jsonl  # noqa: E402
-from pyroinv.cli import OneLineParser  # noqa: E402
+from pyroinv.frontends.train import OneLineParser  # noqa: E402
 from pyroinv.run.plots import HUMAN_LABELS, plot_eta_runs  # noqa: E402
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyroinv.cli import OneLineParser, pos_float, pos_int  # noqa: E402
+from pyroinv.frontends.train import OneLineParser, pos_float, pos_int  # noqa: E402
 from pyroinv.errors import PyroinvError  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Bad input on the command line: one line naming the problem and the fix, exit status 2, no traceback."""
 import pytest
 
-from pyroinv.cli import train_main
+from pyroinv.frontends.train import train_main
 
 CASES = [
     (["--invariance", "spin"], "argument --invariance: invalid choice: 'spin'"),
@@ -59,7 +59,7 @@ def test_one_initial_eta_per_generator():
     import math
 
     from pyroinv.inference.build import initial_eta
-    from pyroinv.cli import config_from_args, train_parser
+    from pyroinv.frontends.train import config_from_args, train_parser
 
     cfg = config_from_args(train_parser().parse_args(["--invariance", "affine", "--init-eta", "0.5", "1", "5", "0.05",
                                                       "0.1", "0.02"]))

@@ -3,7 +3,7 @@ import pytest
 
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
-from pyroinv.inference.methods import METHODS
+from pyroinv.model.methods import METHODS
 from pyroinv.model.bnn import AVERAGES
 from pyroinv.model.estimators import ELBOS, ESTIMATORS
 from pyroinv.model.invariance import CONSTRAINTS

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from pyroinv import files as checkpoint
 from pyroinv.run import lock
 from pyroinv.files import read_json
-from pyroinv.cli import train_main, train_parser
+from pyroinv.frontends.train import train_main, train_parser
 from pyroinv.data import validate_arrays
 from pyroinv.errors import DataError
 
@@ -199,7 +199,7 @@ CHOICES = st.sampled_from([[], ["--inference", "ml"], ["--inference", "map"], ["
 @given(st.lists(st.tuples(st.sampled_from(NUMBER_FLAGS), NUMBERS), max_size=3), st.lists(CHOICES, max_size=2))
 def test_any_command_line_parses_to_a_valid_config_or_one_line(numbers, choices):
     """Parsing and validation only (no data, no training): the front door of every run."""
-    from pyroinv.cli import config_from_args
+    from pyroinv.frontends.train import config_from_args
     from pyroinv.errors import PyroinvError
 
     argv = [a for flag, value in numbers for a in (flag, value)] + [a for c in choices for a in c]

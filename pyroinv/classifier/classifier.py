@@ -10,7 +10,7 @@ with ``eta`` learned jointly with ``g`` and ``q(W2)`` by maximising the ELBO
     E_q[sum_n log f_hat(x_n)_{y_n}] - KL(q(W2) || p(W2))  <=  log p(D | eta)
 
 (``inference="vi"``), or by the Laplace evidence, MAP, maximum likelihood or Augerino's objective
-(:mod:`pyroinv.inference.methods`). The classifier holds the Pyro model and guide (:attr:`InvariantClassifier.model`,
+(:mod:`pyroinv.model.methods`). The classifier holds the Pyro model and guide (:attr:`InvariantClassifier.model`,
 :attr:`InvariantClassifier.guide`) for a user's own ``SVI`` and ``Predictive``; the command line's run folders
 (:mod:`pyroinv.run.experiment`) are a layer above it.
 """

@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from ..errors import PyroinvError
-from ..inference.methods import method
+from ..model.methods import method
 from ..inference.train import Trainer
 from ..model import lie
 

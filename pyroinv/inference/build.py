@@ -17,7 +17,7 @@ from ..model.guides import ClassCholeskyGuide
 from ..model.invariance import Invariance
 from ..model.registry import FeatureSettings, build_features
 from ..model.scope import local_params
-from .methods import method
+from ..model.methods import method
 from ..model.bnn import InvariantBNN
 from ..model.body import BodyFeatures
 
@@ -44,7 +44,7 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, bod
                 transforms_on: str = "auto") -> tuple[InvariantBNN, PyroModule]:
     """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
 
-    The method (:mod:`pyroinv.inference.methods`) picks the prior, the guide and where the transforms act; the
+    The method (:mod:`pyroinv.model.methods`) picks the prior, the guide and where the transforms act; the
     network (:mod:`pyroinv.model.registry`) the feature map, or, given a ``body`` (a user's ``nn.Module`` from inputs
     to features), :class:`~pyroinv.model.body.BodyFeatures` on it, the transforms on its first layer's weights or
     on its inputs (``transforms_on``; an input-space method such as Augerino always on the inputs)."""

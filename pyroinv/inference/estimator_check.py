@@ -21,7 +21,7 @@ import torch
 from .build import build_loss, build_model
 from ..config import Config
 from ..model.estimators import ESTIMATORS
-from .methods import method
+from ..model.methods import method
 
 #: parameter groups reported: name in the loss module -> label
 GROUPS = {"guide.loc_unconstrained": "mu", "guide.diag_unconstrained": "diag(L)",

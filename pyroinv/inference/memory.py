@@ -35,7 +35,7 @@ from ..config import Config
 from ..errors import ConfigError
 from ..model.estimators import num_draws
 from ..model.registry import FeatureSettings, network
-from .methods import method
+from ..model.methods import method
 
 FLOAT = 4
 #: temporaries of a step, in copies of each term (fitted; see the module docstring). C_CHOLESKY was 3.4 when every

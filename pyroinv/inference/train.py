@@ -28,8 +28,8 @@ from ..errors import ConfigError
 from ..data.splits import Split
 from .laplace import LaplaceEtaGradient
 from .laplace_layers import LayersLaplace
-from .methods import method
-from .objectives import LAPLACE
+from ..model.methods import method
+from ..model.objectives import LAPLACE
 from ..model.scope import local_params
 from .step_graph import CudaGraph, GraphedStep, Recorder, enabled_by_environment
 

@@ -7,7 +7,7 @@ outside; no blur, nothing is warped on the weights) and every 2-D point is mappe
 
     phi_i(x) = phi(W1 (T_i x) + b1),   i = 1..S.
 
-The ``augerino`` method (:data:`pyroinv.inference.methods.METHODS`) puts these features under a point ``W2`` and
+The ``augerino`` method (:data:`pyroinv.model.methods.METHODS`) puts these features under a point ``W2`` and
 the loss ``CE - width_weight * ||eta||_2``; the registry (:mod:`pyroinv.model.registry`) builds them for any method
 whose ``transforms_on`` is ``"inputs"``.
 """

@@ -1,7 +1,7 @@
 """The networks, by their ``--network`` name: one :class:`Network` entry each, the only place a name is read.
 
 A network is a feature map ``x, T -> (S, B, H + 1)`` under the Bayesian output layer
-(:class:`~pyroinv.model.bnn.InvariantBNN`). The method (:mod:`pyroinv.inference.methods`) says whether it wants
+(:class:`~pyroinv.model.bnn.InvariantBNN`). The method (:mod:`pyroinv.model.methods`) says whether it wants
 the transforms on the weights (the paper) or on the inputs (Augerino); :func:`build_features` gives it the
 network's way of doing that, and a network whose first layer cannot carry a transform on its weights (a
 convolution cannot carry a rotation of the whole image) applies it to the inputs, the same function.

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Sequence
 
 from ..config import Config
 from ..errors import ConfigError
-from ..inference.methods import method
+from ..model.methods import method
 from ..model import lie
 from ..model.registry import NETWORKS
 from . import paper

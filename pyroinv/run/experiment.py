@@ -29,7 +29,7 @@ from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError
 from ..inference.evaluate import elbo_per_datapoint, inactive_units, posterior_predictive
 from ..inference.laplace_layers import laplace_evidences
-from ..inference.methods import method
+from ..model.methods import method
 from ..files import append_line, write_failure
 from .fit_check import chance_fit_warning
 from .folder import CHECKPOINT, CONFIG, DONE, FOREIGN, METRICS, RESUMABLE, UNSTARTED, RunFolder, RunResults

@@ -55,7 +55,7 @@ def versions() -> dict[str, str]:
 class RunResults:
     """What ``results.json`` holds, for every method and baseline (``None`` where a value does not apply).
 
-    ``elbo_per_datapoint`` is a bound only for a Gaussian ``q`` (:attr:`pyroinv.inference.methods.Method.reports_elbo`);
+    ``elbo_per_datapoint`` is a bound only for a Gaussian ``q`` (:attr:`pyroinv.model.methods.Method.reports_elbo`);
     ``train_loglik_per_datapoint`` is the training log-likelihood / N of the fitted model; ``extra`` holds a
     method's own fields (e.g. SGPR's inducing points), written beside the others.
     """

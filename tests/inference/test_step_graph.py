@@ -120,7 +120,7 @@ def test_the_environment_turns_the_graph_off(monkeypatch, value, on):
 @pytest.mark.parametrize("flag, value", [([], None), (["--cuda-graph"], True), (["--no-cuda-graph"], False)])
 def test_the_training_command_passes_its_choice_on(monkeypatch, tmp_path, flag, value):
     import pyroinv.run.experiment as experiment
-    from pyroinv.cli import train_main
+    from pyroinv.frontends.train import train_main
 
     seen = {}
     monkeypatch.setattr(experiment, "run_experiment", lambda cfg, out, **kw: seen.update(kw))

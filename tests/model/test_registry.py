@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from pyroinv.model.input_features import InputAugmentedFeatures
-from pyroinv.cli import train_parser
+from pyroinv.frontends.train import train_parser
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
 from pyroinv.inference.build import build_model

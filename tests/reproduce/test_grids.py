@@ -1,9 +1,9 @@
 """The reproduction grids: every cell is a valid command, names are unique, protocols differ as stated."""
 import pytest
 
-from pyroinv.baselines.sgpr import config_from_args as sgpr_config_from_args
-from pyroinv.baselines.sgpr import parser as sgpr_parser
-from pyroinv.cli import config_from_args, train_parser
+from pyroinv.frontends.sgpr import config_from_args as sgpr_config_from_args
+from pyroinv.frontends.sgpr import parser as sgpr_parser
+from pyroinv.frontends.train import config_from_args, train_parser
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
 from pyroinv.reproduce.grids import PROTOCOLS, Cell, tables
@@ -103,7 +103,7 @@ def test_paper_numbers_are_the_papers():
 
 
 def test_datasets_filter_picks_a_column(tmp_path, capsys):
-    from pyroinv.reproduce.cli import jobs_of, main
+    from pyroinv.frontends.reproduce import jobs_of, main
 
     jobs = jobs_of(["table1"], "cpu", [0], tmp_path, datasets=["mnist-rot90"])
     assert len(jobs) == 6 and {j.cell.setting("dataset") for j in jobs} == {"mnist-rot90"}

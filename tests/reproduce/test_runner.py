@@ -217,7 +217,7 @@ def _interval(job: Job) -> tuple[float, float]:
 
 
 def test_cells_per_gpu_trains_that_many_cells_at_once_and_the_sweep_measures_them(tiny_protocol, tmp_path, mnist):
-    from pyroinv.reproduce.sweep import SWEEP_PROTOCOL, sweep, table
+    from pyroinv.frontends.sweep import SWEEP_PROTOCOL, sweep, table
 
     with DaskRunner(cells_per_gpu=2) as runner:  # no CUDA here: one GPU's worth of workers, the same code path
         assert runner.workers == 2 and runner.slots() == 2

@@ -154,7 +154,7 @@ def test_sections_name_the_machines_and_the_glance_table_summarises_headline_and
 
 
 def test_the_earlier_protocol_reports_into_its_own_file(tmp_path):
-    from pyroinv.reproduce.cli import PUBLISHED_RUNS, ROOT, report_file
+    from pyroinv.frontends.reproduce import PUBLISHED_RUNS, ROOT, report_file
 
     assert report_file(PUBLISHED_RUNS, protocol="cpu-q0.05") == ROOT / "docs" / "EARLIER_PROTOCOL.md"
     assert report_file(PUBLISHED_RUNS, protocol="paper") == ROOT / "docs" / "RESULTS.md"

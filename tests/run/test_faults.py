@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from pyroinv.cli import train_main
+from pyroinv.frontends.train import train_main
 from pyroinv import files as checkpoint
 from pyroinv.run import experiment
 from pyroinv.files import RunWriteError, load_checkpoint, read_jsonl
@@ -174,7 +174,7 @@ def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tm
     child = textwrap.dedent(f"""
         import os, signal, sys
         from pyroinv.{package} import {module} as target
-        from pyroinv.cli import train_main
+        from pyroinv.frontends.train import train_main
         original = target.{name}
         def stopped(*args, **kwargs):
             os.kill(os.getpid(), {int(sig)})

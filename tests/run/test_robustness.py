@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pyroinv.files import load_checkpoint, read_jsonl, save_checkpoint
-from pyroinv.cli import train_main
+from pyroinv.frontends.train import train_main
 from pyroinv.run.experiment import TrainingDiverged, run_experiment
 from pyroinv.inference.train import Trainer
 

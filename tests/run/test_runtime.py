@@ -28,7 +28,7 @@ def test_subnormal_floats_are_flushed_inside_the_block_and_kept_after_it():
 
 def test_the_training_entry_point_leaves_subnormals_as_it_found_them(tmp_path):
     """In-process callers (tests, notebooks) of ``train_main`` get their setting back, on success and on error."""
-    from pyroinv.cli import train_main
+    from pyroinv.frontends.train import train_main
     from pyroinv.run.runtime import subnormals_kept
 
     assert train_main(["--dataset", "nope", "--out", str(tmp_path / "x")]) == 2

@@ -19,7 +19,7 @@ import json
 import subprocess
 import sys
 
-from pyroinv.cli import EXIT_USAGE, OneLineParser, pos_int
+from .train import EXIT_USAGE, OneLineParser, pos_int
 from pyroinv.config import GUIDES
 from pyroinv.model.registry import NETWORKS
 
@@ -139,7 +139,7 @@ def run_one(args, base: list[str], **kw) -> dict:
         torch.cuda.reset_peak_memory_stats()
         return measure(argparse.Namespace(**{**vars(args), **kw}))
     flags = [f"--{k.replace('_', '-')}" + ("" if v is True else f"={v}") for k, v in kw.items()]
-    cmd = [sys.executable, "-m", "pyroinv.inference.benchmark_cli", "--single", *base, *flags]
+    cmd = [sys.executable, "-m", "pyroinv.frontends.benchmark", "--single", *base, *flags]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.stderr}")

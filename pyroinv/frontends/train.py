@@ -12,16 +12,16 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .model import lie
-from .config import DEVICES, GUIDES, LAPLACE_LAYERS, Config
-from .model.estimators import ELBOS, ESTIMATORS
-from .model.invariance import CONSTRAINTS
-from .model.lie import SAMPLINGS
-from .model.bnn import AVERAGES
-from .errors import ConfigError, PyroinvError
-from .inference.methods import METHODS, method
-from .model.registry import CNN_ACTIVATIONS, NETWORKS
-from .run.runtime import keep_freed_memory, subnormals_flushed
+from ..model import lie
+from ..config import DEVICES, GUIDES, LAPLACE_LAYERS, Config
+from ..model.estimators import ELBOS, ESTIMATORS
+from ..model.invariance import CONSTRAINTS
+from ..model.lie import SAMPLINGS
+from ..model.bnn import AVERAGES
+from ..errors import ConfigError, PyroinvError
+from ..model.methods import METHODS, method
+from ..model.registry import CNN_ACTIVATIONS, NETWORKS
+from ..run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2
 #: flags that one network alone reads: flag (as ``given_flags`` names it) -> that network
@@ -213,7 +213,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
     A given flag that differs from the saved value is then reported by the run as a mismatch.
     """
-    from .files import read_config
+    from ..files import read_config
 
     saved = read_config(out / "config.json")
     names = {f.name for f in fields(Config)}
@@ -223,7 +223,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
 
 def train_main(argv: Sequence[str] | None = None) -> int:
     """``svi_train.py``: parse arguments, run, print results; one-line errors."""
-    from .run.experiment import Interrupted
+    from ..run.experiment import Interrupted
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = train_parser().parse_args(argv)
@@ -242,7 +242,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
 
 def _train(args: argparse.Namespace, argv: list[str]) -> int:
     """:func:`train_main` after parsing: the run, or a :class:`PyroinvError`."""
-    from .run.experiment import run_experiment
+    from ..run.experiment import run_experiment
 
     cfg = config_from_args(args)
     out = args.out or default_out(cfg)
@@ -286,7 +286,7 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     """``evaluate.py``: accuracy, NLL and the learned invariance of a saved run on a data set."""
     import json
 
-    from .run.analysis import evaluate_run
+    from ..run.analysis import evaluate_run
 
     args = evaluate_parser().parse_args(argv)
     setup_logging()

@@ -10,7 +10,7 @@ the projected throughput of full paper-protocol cells,
 with E the protocol's epochs, t_train the mean training time of one epoch under K-fold sharing, t_eval the mean
 evaluation time and t_start the rest of the batch's wall time (process start, data, compilation).
 
-    python -m pyroinv.reproduce.sweep --concurrency 1 2 4 8 --json sweep.json
+    python -m pyroinv.frontends.sweep --concurrency 1 2 4 8 --json sweep.json
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from ..cli import OneLineParser
+from .train import OneLineParser
 from ..config import Config
-from . import grids
-from .runner import DaskRunner, Job, results
+from ..reproduce import grids
+from ..reproduce.runner import DaskRunner, Job, results
 
 SWEEP_PROTOCOL = "paper-sweep"
 
@@ -76,7 +76,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = OneLineParser(prog="python -m pyroinv.reproduce.sweep", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m pyroinv.frontends.sweep", description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8], metavar="K")
     p.add_argument("--epochs", type=int, default=1, help="epochs of each sweep cell (default: 1)")
     p.add_argument("--minutes", type=float, default=None, help="start no new K after this many minutes")

@@ -6,13 +6,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..cli import OneLineParser
+from .train import OneLineParser
 from ..paths import project_root
 from ..errors import PyroinvError
-from .estimate import Measured, backtest, backtest_summary, duration, estimate_seconds, measured, summary
-from .grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
-from .kept import keep
-from .runner import DaskRunner, Job, cuda_devices, parse_resources
+from ..reproduce.estimate import Measured, backtest, backtest_summary, duration, estimate_seconds, measured, summary
+from ..reproduce.grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
+from ..reproduce.kept import keep
+from ..reproduce.runner import DaskRunner, Job, cuda_devices, parse_resources
 
 ROOT = project_root()
 #: cells trained at once on each GPU by default (a whole step at batch 128 is launch-bound: one cell leaves the
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for job in jobs:
                 keep(job.out, job.protocol)
         if not args.no_report:
-            from .tables import write_report
+            from ..reproduce.tables import write_report
             written = write_report(args.tables, args.protocol, args.runs_dir, results_md)
             print(f"wrote {', '.join(written)} into {results_md}")
     except PyroinvError as e:

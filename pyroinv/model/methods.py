@@ -1,7 +1,7 @@
 """Ways of learning the invariance ``eta``, each one object: the registry behind ``--inference``.
 
 A :class:`Method` says which prior ``p(W2)`` the model uses, whether ``q(W2)`` is a Gaussian or a point, where
-the transforms act (on the weights, or on the inputs), and which :class:`~pyroinv.inference.objectives.Objective`
+the transforms act (on the weights, or on the inputs), and which :class:`~pyroinv.model.objectives.Objective`
 the weights and ``eta`` climb. Nothing else in the package branches on the method's name, nor on the network's
 (:mod:`pyroinv.model.registry`): add a method by adding one entry to :data:`METHODS`.
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pyro.nn import PyroModule
 
 from ..errors import ConfigError
-from ..model.autoguides import AutoW2Guide
-from ..model.guides import ClassCholeskyGuide, PointGuide
+from .autoguides import AutoW2Guide
+from .guides import ClassCholeskyGuide, PointGuide
 from . import objectives
 from .objectives import Objective
 

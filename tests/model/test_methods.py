@@ -8,12 +8,12 @@ import torch
 
 from pyroinv.model.input_features import InputAugmentedFeatures
 from pyroinv.inference.build import build_model
-from pyroinv.cli import train_parser
+from pyroinv.frontends.train import train_parser
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
 from pyroinv.model.guides import ClassCholeskyGuide, PointGuide
 from pyroinv.inference import objectives
-from pyroinv.inference.methods import METHODS, method
+from pyroinv.model.methods import METHODS, method
 from pyroinv.model.networks import InvariantFeatures
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pyroinv"

@@ -12,7 +12,7 @@ evidence ``log p(D | eta)``, the quantity by which the paper picks the invarianc
 * :data:`LOG_LIKELIHOOD`, ``sum_n log f_hat(x_n)_{y_n}`` (maximum likelihood), and :data:`AUGERINO`, the same plus
   Augerino's width reward.
 
-A method (:mod:`pyroinv.inference.methods`) pairs the objective its weights climb with the one its ``eta``
+A method (:mod:`pyroinv.model.methods`) pairs the objective its weights climb with the one its ``eta``
 climbs (the same one, except for the Laplace method, whose weights climb the log joint).
 """
 from __future__ import annotations
