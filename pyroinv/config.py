@@ -20,6 +20,8 @@ DEVICES = ("auto", "cpu", "cuda")
 LAPLACE_LAYERS = ("last", "all")
 #: q's family (``Config.guide``): the paper's per-class Cholesky guide, or one of Pyro's AutoGuides
 GUIDES = ("cholesky", "autonormal", "autolowrank")
+#: settings that one network alone reads -> that network (another value than the default elsewhere is refused)
+NETWORK_FIELDS = {"depth": "mlp", "channels": "cnn", "activation": "cnn"}
 
 
 @dataclass
@@ -158,6 +160,13 @@ class Config:
             raise ConfigError(f"--channels takes two positive integers (the CNN's two convolutions), "
                               f"got {self.channels!r}")
         self.channels = [int(c) for c in self.channels]  # as config.json holds it, so a resumed run compares equal
+        for name, net in NETWORK_FIELDS.items():
+            if getattr(self, name) != getattr(_DEFAULTS, name) and self.network != net:
+                raise ConfigError(f"--{name} applies to --network {net} only, not {self.network}; drop it or add "
+                                  f"--network {net}")
+        if self.width_weight != _DEFAULTS.width_weight and not METHODS[self.inference].width_reward:
+            raise ConfigError(f"--width-weight applies to --inference augerino only, not {self.inference}; drop it or "
+                              f"add --inference augerino")
         if self.network == "mlp" and self.depth < 2:
             raise ConfigError(f"--depth {self.depth}: --network mlp has at least 2 hidden layers (--network relu is "
                               f"the paper's single one)")
@@ -219,3 +228,6 @@ class Config:
         if unknown:
             raise ConfigError(f"unknown configuration keys {sorted(unknown)}")
         return cls(**d)
+
+
+_DEFAULTS = Config()

@@ -18,14 +18,12 @@ from ..model.estimators import ELBOS, ESTIMATORS
 from ..model.invariance import CONSTRAINTS
 from ..model.lie import SAMPLINGS
 from ..model.bnn import AVERAGES
-from ..errors import ConfigError, PyroinvError
-from ..model.methods import METHODS, method
+from ..errors import PyroinvError
+from ..model.methods import METHODS
 from ..model.registry import CNN_ACTIVATIONS, NETWORKS
 from ..run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2
-#: flags that one network alone reads: flag (as ``given_flags`` names it) -> that network
-NETWORK_FLAGS = {"depth": "mlp", "channels": "cnn", "activation": "cnn"}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -164,7 +162,7 @@ def _config_values(args: argparse.Namespace) -> dict:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
-    return Config(**_config_values(args)).validate()
+    return Config(**_config_values(args))  # validated once, by the run (InvariantClassifier.from_config)
 
 
 def default_out(cfg: Config) -> Path:
@@ -218,7 +216,7 @@ def resume_config(args: argparse.Namespace, argv: Sequence[str], out: Path) -> C
     saved = read_config(out / "config.json")
     names = {f.name for f in fields(Config)}
     given = given_flags(argv) & names
-    return Config.from_dict({**saved, **{k: v for k, v in _config_values(args).items() if k in given}}).validate()
+    return Config.from_dict({**saved, **{k: v for k, v in _config_values(args).items() if k in given}})
 
 
 def train_main(argv: Sequence[str] | None = None) -> int:
@@ -248,13 +246,6 @@ def _train(args: argparse.Namespace, argv: list[str]) -> int:
     out = args.out or default_out(cfg)
     if args.resume and (out / "config.json").exists():
         cfg = resume_config(args, argv, out)
-    for flag, net in NETWORK_FLAGS.items():
-        if flag in given_flags(argv) and cfg.network != net:
-            raise ConfigError(f"--{flag} applies to --network {net} only, not {cfg.network}; "
-                              f"drop it or add --network {net}")
-    if "width_weight" in given_flags(argv) and not method(cfg.inference).width_reward:
-        raise ConfigError(f"--width-weight applies to --inference augerino only, not {cfg.inference}; "
-                          f"drop it or add --inference augerino")
     run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
                    progress=args.progress, log_every=args.log_every, cuda_graph=args.cuda_graph)
     return 0

@@ -72,7 +72,7 @@ class Trainer:
     """Holds model, guide, loss module, optimiser and schedule of one run.
 
     Args:
-        cfg: the validated configuration.
+        cfg: the configuration, validated (:meth:`~pyroinv.config.Config.validate`) by the caller.
         data: the data split (already subset).
         device: overrides ``cfg.device``.
         cuda_graph: on a CUDA device, replay the step as a CUDA graph (:mod:`pyroinv.inference.step_graph`;
@@ -87,7 +87,7 @@ class Trainer:
     def __init__(self, cfg: Config, data: Split, device: torch.device | str | None = None,
                  cuda_graph: bool | None = None, recorder: Callable[..., Recorder] | None = None,
                  body: torch.nn.Module | None = None, transforms_on: str = "auto") -> None:
-        self.cfg = cfg.validate()
+        self.cfg = cfg  # validated by its caller (InvariantClassifier, the benchmark)
         self.device = torch.device(device) if device is not None else resolve_device(cfg.device)
         pyro.set_rng_seed(cfg.seed)
         self.x_train, self.y_train = data.tensors("train", self.device)

@@ -143,20 +143,20 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
         cuda_graph: on a CUDA device, replay the training step as a CUDA graph (default: on unless
             ``$PYROINV_CUDA_GRAPH`` is ``0``; :mod:`pyroinv.inference.step_graph`).
     """
-    cfg.validate()
+    clf = InvariantClassifier.from_config(cfg)  # validates cfg, once
     device = resolve_device(cfg.device)  # fail before anything is written
     folder = RunFolder(out)
     with RunLock(folder.path), StopSignals() as signals:  # one writer per folder; Ctrl-C stops with a checkpoint
-        return _train(cfg, folder, device, signals, resume, data_root, cache_dir, progress, log_every,
+        return _train(clf, folder, device, signals, resume, data_root, cache_dir, progress, log_every,
                       checkpoint_every, max_steps, quiet, cuda_graph)
 
 
-def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSignals, resume: bool,
+def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, signals: StopSignals, resume: bool,
            data_root: str | None, cache_dir: str | None, progress: bool | None, log_every: int,
            checkpoint_every: int | None, max_steps: int | None, quiet: bool,
            cuda_graph: bool | None = None) -> dict[str, Any]:
     """:func:`run_experiment` under the folder's lock and the signal handlers."""
-    out = folder.path
+    cfg, out = clf.config, folder.path
     if resume and folder.state(cfg.differences) == UNSTARTED and (folder / CONFIG).exists():
         log.info("%s", f"{out} was stopped before its first checkpoint; starting it again from step 0")
         resume = False
@@ -170,7 +170,6 @@ def _train(cfg: Config, folder: RunFolder, device: torch.device, signals: StopSi
     if resume and used.name != CHECKPOINT:
         log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
     writer = FolderWriter(folder, cfg, signals, resuming=resume, data=describe(data, cfg.train_size, cfg.test_size))
-    clf = InvariantClassifier.from_config(cfg)
     try:
         clf.fit(data, device=device, progress=progress, log_every=log_every, checkpoint_every=checkpoint_every,
                 max_steps=max_steps, callbacks=writer, resume_state=state if resume else None, cuda_graph=cuda_graph)
