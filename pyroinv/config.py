@@ -24,6 +24,78 @@ GUIDES = ("cholesky", "autonormal", "autolowrank")
 NETWORK_FIELDS = {"depth": "mlp", "channels": "cnn", "activation": "cnn"}
 
 
+#: the kinds of setting, each checked one way (:meth:`Config.validate`) and parsed one way (the command line)
+KINDS = ("choice", "pos_int", "count", "int", "pos_float", "nonneg_float", "float", "bool", "str")
+
+
+def setting(default: Any, help: str, kind: str | None = None, *, choices: tuple[str, ...] | None = None,
+            nargs: int | str | None = None, metavar: tuple[str, ...] | None = None, unit: str | None = None) -> Any:
+    """A :class:`Config` field with what the command line and :meth:`Config.validate` read off it: its ``help``,
+    its ``kind`` (:data:`KINDS`; ``choice`` with ``choices``), ``nargs`` / ``metavar`` for several values, the
+    ``unit`` of a count. One owner for each flag's text and each value's rule."""
+    kind = kind or ("choice" if choices is not None else "str")
+    if kind not in KINDS or (kind == "choice") != (choices is not None):
+        raise ValueError(f"setting kind {kind!r} with choices {choices!r}")
+    meta = {"help": help, "kind": kind, "choices": choices, "nargs": nargs, "metavar": metavar, "unit": unit}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a setting: ``batch_size`` -> ``--batch-size``."""
+    return "--" + name.replace("_", "-")
+
+
+_WORDS = {2: "two", 3: "three"}
+_NOUNS = {"pos_int": "positive integers", "count": "whole numbers", "int": "integers", "pos_float": "positive numbers",
+          "nonneg_float": "non-negative numbers", "float": "numbers", "choice": "choices", "bool": "booleans",
+          "str": "strings"}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_value(name: str, value: Any, meta: Any) -> None:
+    """One setting's own rule, by its kind (a one-line :class:`ConfigError` naming the flag). ``None`` passes where the
+    default is ``None`` (an optional setting); a setting of several values (``nargs``) checks each."""
+    kind, where = meta.get("kind", "str"), flag(name)
+    if value is None and name in _OPTIONAL:
+        return
+    nargs = meta.get("nargs")
+    if isinstance(nargs, int):  # a fixed number of values
+        try:
+            if not (isinstance(value, (list, tuple)) and len(value) == nargs):
+                raise ConfigError("")
+            for v in value:
+                check_value(name, v, {**meta, "nargs": None})
+        except ConfigError:
+            raise ConfigError(f"{where} takes {_WORDS.get(nargs, nargs)} {_NOUNS[kind]} ({meta['help']}), got "
+                              f"{value!r}") from None
+        return
+    if nargs is not None and isinstance(value, (list, tuple)):
+        for v in value:
+            check_value(name, v, {**meta, "nargs": None})
+        return
+    if kind == "choice" and value not in meta["choices"]:
+        raise ConfigError(f"{where} {value!r} is not one of {', '.join(meta['choices'])}")
+    if kind == "pos_int" and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        raise ConfigError(f"{where} must be a positive integer, got {value!r}")
+    if kind == "count" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise ConfigError(f"{where} must be a non-negative whole number of {meta['unit']}, got {value!r}")
+    if kind == "int" and not (isinstance(value, int) and not isinstance(value, bool)):
+        raise ConfigError(f"{where} must be an integer, got {value!r}")
+    if kind == "pos_float" and not (_number(value) and value > 0):
+        raise ConfigError(f"{where} must be a positive finite number, got {value!r}")
+    if kind == "nonneg_float" and not (_number(value) and value >= 0):
+        raise ConfigError(f"{where} must be a non-negative number, got {value!r}")
+    if kind == "float" and not _number(value):
+        raise ConfigError(f"{where} must be finite numbers, got {value!r}")
+    if kind == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"{where} must be true or false, got {value!r}")
+
+
 @dataclass
 class Config:
     """Everything that defines a run. Defaults are the paper's settings where it states them (§4: H = 1024,
@@ -76,89 +148,87 @@ class Config:
     on the *inputs*, W2 is a point estimate, and the loss is ``CE - width_weight * ||eta||_2``.
     """
 
-    dataset: str = "mnist-rot"
-    invariance: str = "rotation"
-    network: str = "relu"
-    inference: str = "vi"
-    elbo: str = "trace"
-    estimator: str = "local"
-    average: str = "logits"
-    hidden: int = 1024
-    depth: int = 3
-    channels: list[int] = field(default_factory=lambda: list(CNN_CHANNELS))
-    activation: str = "relu"
-    samples: int = 32
-    sampling: str = "stochastic"
-    init_eta: float | list[float] | None = None
-    fixed_eta: float | None = None
-    eta_constraint: str = "tanh"
-    epochs: int = 10
-    min_steps: int = 0
-    batch_size: int = 128
-    lr: float = 1e-3
-    alpha: float = 1.0
-    guide_init_scale: float = 1.0
-    guide: str = "cholesky"
-    w1_init_scale: float = 0.15
-    mean_lr: float | None = 0.05
-    eta_lr: float | None = 0.05
-    eta_warmup: int = 0
-    laplace_layers: str = "last"
-    blur_sigma: float = 0.1
-    jacobian: bool = False
-    rff_sigma: float = 0.3
-    rff_lengthscale: float | None = None
-    train_size: int | None = None
-    test_size: int | None = None
-    valid_size: int | None = None
-    width_weight: float = 0.01
-    eval_draws: int = 8
-    export_draws: int = 200
-    seed: int = 0
-    device: str = "auto"
+    dataset: str = setting("mnist-rot", "mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, "
+                           "mnist-scale, mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, "
+                           "or a path to an .npz")
+    invariance: str = setting("rotation", "which generators eta may use: rotation (eta3), translation (eta1, eta2), "
+                              "scale (eta4, eta5), affine (all six), isotropic-scale (eta4 = eta5, one draw for x and "
+                              "y), similarity (translation, rotation, isotropic scale) or none",
+                              choices=tuple(lie.PRESETS))
+    network: str = setting("relu", "; ".join(f"{n.name}: {n.summary}" for n in NETWORKS.values()),
+                           choices=tuple(NETWORKS))
+    inference: str = setting("vi", "; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()),
+                             choices=tuple(METHODS))
+    elbo: str = setting("trace", "Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)", choices=ELBOS)
+    estimator: str = setting("local", "vi only: estimate the expected log-likelihood with a W2 draw per example "
+                             "(local) or one per batch (shared, the paper's L = 1); both are unbiased for the same "
+                             "ELBO, local has far less gradient noise", choices=ESTIMATORS)
+    average: str = setting("logits", "average the S transforms' probabilities (probs, eq. f-estimate) or their logits "
+                           "inside the softmax (logits, Appendix A)", choices=AVERAGES)
+    hidden: int = setting(1024, "hidden units H (of each layer)", "pos_int")
+    depth: int = setting(3, "--network mlp only: hidden layers (at least 2)", "pos_int")
+    channels: list[int] = setting(list(CNN_CHANNELS), "--network cnn only: channels of its two convolutions",
+                                  "pos_int", nargs=2, metavar=("C1", "C2"))
+    activation: str = setting("relu", "--network cnn only: its units, relu or tanh (LILA's LeNet has tanh units)",
+                              choices=tuple(CNN_ACTIVATIONS))
+    samples: int = setting(32, "transforms S per forward pass", "pos_int")
+    sampling: str = setting("stochastic", "eps ~ U[-1,1]^k or a linspace grid", choices=SAMPLINGS)
+    init_eta: float | list[float] | None = setting(
+        None, "initial eta (default: near none, ±0.5 px, ±5°, ×exp(±0.05), shear 0.05): degrees (rotation), pixels "
+        "(translation), log-scale (scale, shear); one value for every generator, or one per generator in the order "
+        "x px, y px, degrees, log-scale x, log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)", "float",
+        nargs="+")
+    fixed_eta: float | None = setting(None, "hold eta fixed at this value (same units); not learned", "float")
+    eta_constraint: str = setting("tanh", "optional constraint on eta (Appendix E)", choices=CONSTRAINTS)
+    epochs: int = setting(10, "passes over the training set", "pos_int")
+    min_steps: int = setting(0, "train for at least this many steps (whole epochs): more passes over a small "
+                             "training set", "count", unit="steps")
+    batch_size: int = setting(128, "minibatch size M", "pos_int")
+    lr: float = setting(1e-3, "Adam learning rate, cosine-annealed to 0", "pos_float")
+    alpha: float = setting(1.0, "prior variance of W2", "pos_float")
+    guide_init_scale: float = setting(1.0, "initial diagonal of the Cholesky factors of q (paper: 1)", "pos_float")
+    guide: str = setting("cholesky", "vi only: q(W2) per class with a full Cholesky factor (cholesky, the paper's), "
+                         "or Pyro's AutoNormal (autonormal, mean-field) or AutoLowRankMultivariateNormal "
+                         "(autolowrank)", choices=GUIDES)
+    w1_init_scale: float = setting(0.15, "ReLU only: factor on the Xavier-uniform initial W1 (paper: Xavier, 1)",
+                                   "pos_float")
+    mean_lr: float | None = setting(0.05, "Adam learning rate of the output layer's mean (mu of q, or the point W2), "
+                                    "cosine-annealed with the rest; the paper uses --lr for every parameter (pass "
+                                    "the same value for that)", "pos_float")
+    eta_lr: float | None = setting(0.05, "Adam learning rate of the invariance parameters eta, cosine-annealed with "
+                                   "the rest; the paper uses --lr for every parameter (pass the same value for "
+                                   "that)", "pos_float")
+    eta_warmup: int = setting(0, "epochs during which eta is held at its start while the network fits, before it "
+                              "learns (0: from the first step, the paper)", "count", unit="epochs")
+    laplace_layers: str = setting("last", "--inference laplace only: the Laplace evidence of the output layer W2 "
+                                  "(last), or of every fully connected layer with learned prior precisions (all, "
+                                  "LILA's scope; relu and mlp)", choices=LAPLACE_LAYERS)
+    blur_sigma: float = setting(0.1, "Gaussian blur of weight images (pixels)", "nonneg_float")
+    jacobian: bool = setting(False, "multiply each warped weight image by |det| of its transform, so the averaged "
+                             "features are invariant to input scaling too (changes scale only; the paper does not)",
+                             "bool")
+    rff_sigma: float = setting(0.3, "RFF frequency scale (lengthscale 1/sigma)", "pos_float")
+    rff_lengthscale: float | None = setting(None, "RFF lengthscale (overrides --rff-sigma)", "pos_float")
+    train_size: int | None = setting(None, "class-balanced subset of the training set", "pos_int")
+    test_size: int | None = setting(None, "class-balanced subset of the test set", "pos_int")
+    valid_size: int | None = setting(None, "hold this many class-balanced training images out as a validation set "
+                                     "(reported in results.json), to choose settings without the test set", "pos_int")
+    width_weight: float = setting(0.01, "--inference augerino only: weight of the reward on the augmentation width "
+                                  "||eta||_2", "nonneg_float")
+    eval_draws: int = setting(8, "W2 draws for the posterior predictive", "pos_int")
+    export_draws: int = setting(200, "W2 draws in posterior.nc (the training set's pointwise log-likelihood for "
+                                "az.loo, the test set's predictions)", "pos_int")
+    seed: int = setting(0, "random seed (data subset, initialisation, sampling)", "int")
+    device: str = setting("auto", "auto picks CUDA when available", choices=DEVICES)
 
     def validate(self) -> "Config":
-        """Raise :class:`ConfigError` (one line) for any value out of range."""
-        choices = {"invariance": tuple(lie.PRESETS), "network": tuple(NETWORKS), "inference": tuple(METHODS),
-                   "elbo": ELBOS, "sampling": SAMPLINGS, "device": DEVICES, "eta_constraint": CONSTRAINTS,
-                   "estimator": ESTIMATORS, "average": AVERAGES, "guide": GUIDES, "laplace_layers": LAPLACE_LAYERS,
-                   "activation": CNN_ACTIVATIONS}
-        for name, allowed in choices.items():
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(f"--{name.replace('_', '-')} {value!r} is not one of {', '.join(allowed)}")
-        for name in ("hidden", "depth", "samples", "epochs", "batch_size", "eval_draws", "export_draws"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("train_size", "test_size", "valid_size"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value <= 0):
-                raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("lr", "alpha", "guide_init_scale", "w1_init_scale"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"--{name} must be a positive finite number, got {value!r}")
-        for name in ("blur_sigma", "rff_sigma"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be a non-negative number, got {value!r}")
-        for name in ("mean_lr", "eta_lr"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)
-                                      or not math.isfinite(value) or value <= 0):
-                raise ConfigError(f"--{name.replace('_', '-')} must be a positive finite number, got {value!r}")
-        if not isinstance(self.eta_warmup, int) or isinstance(self.eta_warmup, bool) or self.eta_warmup < 0:
-            raise ConfigError(f"--eta-warmup must be a non-negative whole number of epochs, got {self.eta_warmup!r}")
+        """Raise :class:`ConfigError` (one line) for any value out of range: each field by its kind
+        (:func:`setting`), then the rules that tie fields together."""
+        for f in fields(self):
+            check_value(f.name, getattr(self, f.name), f.metadata)
         if self.min_steps == 0 and self.eta_warmup >= self.epochs:  # with --min-steps the Trainer checks the length
             raise ConfigError(f"--eta-warmup must be a whole number of epochs in [0, --epochs {self.epochs}), "
                               f"got {self.eta_warmup!r}")
-        if not isinstance(self.min_steps, int) or isinstance(self.min_steps, bool) or self.min_steps < 0:
-            raise ConfigError(f"--min-steps must be a non-negative whole number of steps, got {self.min_steps!r}")
-        if not (isinstance(self.channels, (list, tuple)) and len(self.channels) == 2
-                and all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in self.channels)):
-            raise ConfigError(f"--channels takes two positive integers (the CNN's two convolutions), "
-                              f"got {self.channels!r}")
         self.channels = [int(c) for c in self.channels]  # as config.json holds it, so a resumed run compares equal
         for name, net in NETWORK_FIELDS.items():
             if getattr(self, name) != getattr(_DEFAULTS, name) and self.network != net:
@@ -180,18 +250,9 @@ class Config:
             raise ConfigError(f"--laplace-layers all covers fully connected ReLU layers (--network "
                               f"{', '.join(n for n, net in NETWORKS.items() if net.layer_laplace)}), not --network "
                               f"{self.network}; use --laplace-layers last")
-        if not isinstance(self.jacobian, bool):
-            raise ConfigError(f"--jacobian must be true or false, got {self.jacobian!r}")
         if self.guide != "cholesky" and self.elbo != "trace":
             raise ConfigError(f"--guide {self.guide} has no closed-form KL to the prior in Pyro; use --elbo trace, or "
                               f"--guide cholesky with --elbo {self.elbo}")
-        if not math.isfinite(self.width_weight) or self.width_weight < 0:
-            raise ConfigError(f"--width-weight must be a non-negative number, got {self.width_weight!r}")
-        for name in ("init_eta", "fixed_eta"):
-            value = getattr(self, name)
-            values = value if isinstance(value, (list, tuple)) else [value]
-            if value is not None and not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
-                raise ConfigError(f"--{name.replace('_', '-')} must be finite numbers, got {value!r}")
         if isinstance(self.init_eta, (list, tuple)):
             active = lie.PRESETS[self.invariance]
             if len(self.init_eta) != len(active):
@@ -231,3 +292,5 @@ class Config:
 
 
 _DEFAULTS = Config()
+#: the settings whose default is ``None`` (optional: ``None`` is valid)
+_OPTIONAL = {f.name for f in fields(Config) if f.default is None}

@@ -14,6 +14,8 @@ from typing import Callable
 
 import numpy as np
 
+from .. import settings
+
 CACHE_ENV = "PYROINV_CACHE"
 DATA_ROOT_ENV = "PYROINV_DATA_ROOT"
 OFFLINE_ENV = "PYROINV_OFFLINE"
@@ -21,7 +23,7 @@ OFFLINE_ENV = "PYROINV_OFFLINE"
 
 def default_cache_dir() -> Path:
     """``$PYROINV_CACHE`` if set, else ``~/.cache/pyroinv``."""
-    env = os.environ.get(CACHE_ENV)
+    env = settings.get("cache_dir")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "pyroinv"
 
 
@@ -33,7 +35,7 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None) -> Path:
 
 def default_data_root() -> Path | None:
     """``$PYROINV_DATA_ROOT`` if set (a folder with the user's own copies of the data sets)."""
-    env = os.environ.get(DATA_ROOT_ENV)
+    env = settings.get("data_root")
     return Path(env).expanduser() if env else None
 
 
@@ -41,7 +43,7 @@ def downloads_allowed(download: bool | None) -> bool:
     """Downloads are tried unless ``download=False`` or ``$PYROINV_OFFLINE`` is set to a true value."""
     if download is not None:
         return download
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}
+    return not settings.get("offline")
 
 
 def save_arrays(path: Path, **arrays: np.ndarray) -> None:

@@ -12,15 +12,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..model import lie
-from ..config import DEVICES, GUIDES, LAPLACE_LAYERS, Config
-from ..model.estimators import ELBOS, ESTIMATORS
-from ..model.invariance import CONSTRAINTS
+from ..config import DEVICES, Config, flag
 from ..model.lie import SAMPLINGS
-from ..model.bnn import AVERAGES
 from ..errors import PyroinvError
-from ..model.methods import METHODS
-from ..model.registry import CNN_ACTIVATIONS, NETWORKS
 from ..run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2
@@ -54,90 +48,39 @@ pos_float = _number(float, True, "a positive number")
 any_float = _number(float, False, "a number")
 
 
-def train_parser() -> argparse.ArgumentParser:
+#: how the command line parses each kind of setting (:data:`pyroinv.config.KINDS`); the rule itself is Config's
+PARSERS: dict[str, Callable[[str], object]] = {"pos_int": pos_int, "count": int, "int": int, "pos_float": pos_float,
+                                               "nonneg_float": any_float, "float": any_float, "str": str}
+
+
+def add_config_flags(p: argparse.ArgumentParser) -> None:
+    """One flag for every :class:`Config` field, read off its metadata (:func:`pyroinv.config.setting`): help,
+    choices, how it parses, how many values; the default is the field's."""
     d = Config()
+    for f in fields(Config):
+        meta, default = f.metadata, getattr(d, f.name)
+        kwargs: dict = {"default": default, "help": meta["help"]}
+        if meta["kind"] == "bool":
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif meta["kind"] == "choice":
+            kwargs["choices"] = list(meta["choices"])
+        else:
+            kwargs["type"] = PARSERS[meta["kind"]]
+        if meta["nargs"] is not None:
+            kwargs["nargs"] = meta["nargs"]
+            if meta["nargs"] == "+":  # one value or one per item; a single default stays one value
+                kwargs["default"] = [default]
+        if meta["metavar"] is not None:
+            kwargs["metavar"] = meta["metavar"]
+        p.add_argument(flag(f.name), **kwargs)
+
+
+def train_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="svi_train.py", description="Learn which invariance the data has: train an invariant "
                       "network (the paper's shallow one, a deeper MLP or a CNN) by SVI on a lower bound of the "
                       "marginal likelihood, by a Laplace evidence, or by maximum likelihood.",
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--invariance", choices=list(lie.PRESETS), default=d.invariance,
-                   help="which generators eta may use: rotation (eta3), translation (eta1, eta2), scale (eta4, eta5), "
-                        "affine (all six), isotropic-scale (eta4 = eta5, one draw for x and y), similarity (translation, "
-                        "rotation, isotropic scale) or none")
-    p.add_argument("--dataset", default=d.dataset,
-                   help="mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, mnist-scale, "
-                        "mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, or a path to an .npz")
-    p.add_argument("--network", choices=list(NETWORKS), default=d.network,
-                   help="; ".join(f"{n.name}: {n.summary}" for n in NETWORKS.values()))
-    p.add_argument("--inference", choices=list(METHODS), default=d.inference,
-                   help="; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()))
-    p.add_argument("--elbo", choices=ELBOS, default=d.elbo, help="Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)")
-    p.add_argument("--estimator", choices=ESTIMATORS, default=d.estimator,
-                   help="vi only: estimate the expected log-likelihood with a W2 draw per example (local) or one per "
-                        "batch (shared, the paper's L = 1); both are unbiased for the same ELBO, local has far less "
-                        "gradient noise")
-    p.add_argument("--guide", choices=GUIDES, default=d.guide,
-                   help="vi only: q(W2) per class with a full Cholesky factor (cholesky, the paper's), or Pyro's "
-                        "AutoNormal (autonormal, mean-field) or AutoLowRankMultivariateNormal (autolowrank)")
-    p.add_argument("--average", choices=AVERAGES, default=d.average,
-                   help="average the S transforms' probabilities (probs, eq. f-estimate) or their logits inside the "
-                        "softmax (logits, Appendix A)")
-    p.add_argument("--hidden", type=pos_int, default=d.hidden, help="hidden units H (of each layer)")
-    p.add_argument("--depth", type=pos_int, default=d.depth, help="--network mlp only: hidden layers (at least 2)")
-    p.add_argument("--channels", type=pos_int, nargs=2, default=d.channels, metavar=("C1", "C2"),
-                   help="--network cnn only: channels of its two convolutions")
-    p.add_argument("--activation", choices=list(CNN_ACTIVATIONS), default=d.activation,
-                   help="--network cnn only: its units, relu or tanh (LILA's LeNet has tanh units)")
-    p.add_argument("--samples", type=pos_int, default=d.samples, help="transforms S per forward pass")
-    p.add_argument("--sampling", choices=SAMPLINGS, default=d.sampling, help="eps ~ U[-1,1]^k or a linspace grid")
-    p.add_argument("--init-eta", type=any_float, nargs="+", default=[d.init_eta],
-                   help="initial eta (default: near none, ±0.5 px, ±5°, ×exp(±0.05), shear 0.05): degrees (rotation), pixels (translation), log-scale (scale, shear); one value "
-                        "for every generator, or one per generator in the order x px, y px, degrees, log-scale x, "
-                        "log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)")
-    p.add_argument("--fixed-eta", type=any_float, default=None, help="hold eta fixed at this value (same units); not learned")
-    p.add_argument("--eta-constraint", choices=CONSTRAINTS, default=d.eta_constraint,
-                   help="optional constraint on eta (Appendix E)")
-    p.add_argument("--epochs", type=pos_int, default=d.epochs, help="passes over the training set")
-    p.add_argument("--min-steps", type=int, default=d.min_steps,
-                   help="train for at least this many steps (whole epochs): more passes over a small training set")
-    p.add_argument("--batch-size", type=pos_int, default=d.batch_size, help="minibatch size M")
-    p.add_argument("--lr", type=pos_float, default=d.lr, help="Adam learning rate, cosine-annealed to 0")
-    p.add_argument("--mean-lr", type=pos_float, default=d.mean_lr,
-                   help="Adam learning rate of the output layer's mean (mu of q, or the point W2), cosine-annealed "
-                        "with the rest; the paper uses --lr for every parameter (pass the same value for that)")
-    p.add_argument("--eta-lr", type=pos_float, default=d.eta_lr,
-                   help="Adam learning rate of the invariance parameters eta, cosine-annealed with the rest; the "
-                        "paper uses --lr for every parameter (pass the same value for that)")
-    p.add_argument("--eta-warmup", type=int, default=d.eta_warmup,
-                   help="epochs during which eta is held at its start while the network fits, before it learns "
-                        "(0: from the first step, the paper)")
-    p.add_argument("--laplace-layers", choices=LAPLACE_LAYERS, default=d.laplace_layers,
-                   help="--inference laplace only: the Laplace evidence of the output layer W2 (last), or of every "
-                        "fully connected layer with learned prior precisions (all, LILA's scope; relu and mlp)")
-    p.add_argument("--alpha", type=pos_float, default=d.alpha, help="prior variance of W2")
-    p.add_argument("--guide-init-scale", type=pos_float, default=d.guide_init_scale,
-                   help="initial diagonal of the Cholesky factors of q (paper: 1)")
-    p.add_argument("--w1-init-scale", type=pos_float, default=d.w1_init_scale,
-                   help="ReLU only: factor on the Xavier-uniform initial W1 (paper: Xavier, 1)")
-    p.add_argument("--blur-sigma", type=any_float, default=d.blur_sigma, help="Gaussian blur of weight images (pixels)")
-    p.add_argument("--jacobian", action=argparse.BooleanOptionalAction, default=d.jacobian,
-                   help="multiply each warped weight image by |det| of its transform, so the averaged features are "
-                        "invariant to input scaling too (changes scale only; the paper does not)")
-    p.add_argument("--rff-sigma", type=pos_float, default=d.rff_sigma, help="RFF frequency scale (lengthscale 1/sigma)")
-    p.add_argument("--rff-lengthscale", type=pos_float, default=None, help="RFF lengthscale (overrides --rff-sigma)")
-    p.add_argument("--train-size", type=pos_int, default=None, help="class-balanced subset of the training set")
-    p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
-    p.add_argument("--valid-size", type=pos_int, default=None,
-                   help="hold this many class-balanced training images out as a validation set (reported in "
-                        "results.json), to choose settings without the test set")
-    p.add_argument("--width-weight", type=any_float, default=d.width_weight,
-                   help="--inference augerino only: weight of the reward on the augmentation width ||eta||_2")
-    p.add_argument("--eval-draws", type=pos_int, default=d.eval_draws, help="W2 draws for the posterior predictive")
-    p.add_argument("--export-draws", type=pos_int, default=d.export_draws,
-                   help="W2 draws in posterior.nc (the training set's pointwise log-likelihood for az.loo, the test "
-                        "set's predictions)")
-    p.add_argument("--seed", type=int, default=d.seed, help="random seed (data subset, initialisation, sampling)")
-    p.add_argument("--device", choices=DEVICES, default=d.device, help="auto picks CUDA when available")
+    add_config_flags(p)
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/DATASET-INVARIANCE-NETWORK-INFERENCE-sSEED)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its checkpoint (flags not given are taken from the run)")
@@ -266,7 +209,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
                         "estimate of the same invariant predictive")
     p.add_argument("--sampling", choices=SAMPLINGS, default=None,
                    help="how the S transforms are drawn (default: the run's): eps ~ U[-1,1]^k, or a midpoint grid")
-    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--device", choices=DEVICES, default="auto", help="auto picks CUDA when available")
     p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
     p.add_argument("--cache-dir", default=None, help="data cache (default $PYROINV_CACHE or ~/.cache/pyroinv)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

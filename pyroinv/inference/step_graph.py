@@ -24,10 +24,11 @@ on a GPU with a real graph. Where recording fails (an operation that cannot be r
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Callable, Iterator, Protocol
 
 import torch
+
+from .. import settings
 
 #: the environment variable that turns the graph off (``0``, ``off``, ``false`` or ``no``); on by default
 ENV = "PYROINV_CUDA_GRAPH"
@@ -40,8 +41,9 @@ Step = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def enabled_by_environment() -> bool:
-    """``False`` where :data:`ENV` says ``0``/``off``/``false``/``no``, else ``True``."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "off", "false", "no")
+    """The ``cuda_graph`` setting (:mod:`pyroinv.settings`): ``False`` where :data:`ENV` says ``0``/``off``/``false``/
+    ``no`` or the setting was turned off, else ``True``."""
+    return settings.get("cuda_graph")
 
 
 class Recorder(Protocol):

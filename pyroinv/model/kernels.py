@@ -23,10 +23,8 @@ the two: the same values and gradients.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
-from typing import Iterator
 
 
 import pyro.distributions as dist
@@ -35,29 +33,22 @@ import torch
 import torch.nn.functional as F
 from pyro.infer.reparam.reparam import Reparam
 
-_ENABLED = True
-
+from .. import settings
 
 def enabled() -> bool:
-    """Whether the fast paths are on (the default)."""
-    return _ENABLED
+    """Whether the fast paths are on (the default; the ``kernels`` setting, :mod:`pyroinv.settings`)."""
+    return settings.get("kernels")
 
 
 def use_kernels(on: bool) -> None:
-    """Turn the fast paths on or off for the whole process."""
-    global _ENABLED
-    _ENABLED = bool(on)
+    """Turn the fast paths on or off for the whole process (``pyroinv.settings.set(kernels=on)``)."""
+    settings.set(kernels=bool(on))
 
 
-@contextlib.contextmanager
-def plain() -> Iterator[None]:
-    """Run the plain formulas inside the block (e.g. to check a result against them)."""
-    before = enabled()
-    use_kernels(False)
-    try:
-        yield
-    finally:
-        use_kernels(before)
+def plain():
+    """Run the plain formulas inside the block (e.g. to check a result against them):
+    ``pyroinv.settings.context(kernels=False)``."""
+    return settings.context(kernels=False)
 
 
 class _ReluWithOne(torch.autograd.Function):

@@ -10,9 +10,9 @@ cell as finished and the tables accumulate across machines. ``$PYROINV_KEPT_RESU
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from .. import settings
 from ..paths import project_root
 from ..files import read_jsonl, write_bytes
 from ..run.folder import CONFIG, META, METRICS, RESULTS
@@ -28,7 +28,7 @@ FIELDS = ("step", "epoch", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr"
 
 def kept_root() -> Path:
     """``$PYROINV_KEPT_RESULTS``, else the repository's ``results/``."""
-    return Path(os.environ.get("PYROINV_KEPT_RESULTS") or ROOT / "results")
+    return Path(settings.get("kept_results") or ROOT / "results")
 
 
 def kept_folder(protocol: str, name: str) -> Path:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..config import Config
 from ..errors import ConfigError, PyroinvError, one_line
 from ..run import lock as locks
 from ..run.folder import DONE, FOREIGN, RESUMABLE, RunFolder
@@ -72,21 +73,21 @@ class Job:
             return [*args, "--out", str(self.out), "--resume", "--no-progress"]
         return [*args, *(self.cell_args() if cell_args is None else cell_args), "--no-progress"]
 
-    def differences(self, saved: dict) -> list[str]:
-        """Settings in which a saved ``config.json`` differs from the run this cell would make."""
+    def expected(self) -> Config | dict:
+        """The settings of the run this cell makes, as its folder's ``config.json`` holds them
+        (:meth:`RunFolder.differences` compares them)."""
         cfg = self.cell.config(self.protocol, self.seed)
         if self.cell.kind == "sgpr":
             from ..baselines.sgpr import saved_config
 
-            expected = saved_config(cfg)
-            return sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
-        return cfg.differences(saved)
+            return saved_config(cfg)
+        return cfg
 
     def state(self, check_settings: bool = True) -> str:
         """``done``, ``partial`` (a checkpoint to resume) or ``todo`` (nothing, or killed before its first
         checkpoint), from :meth:`RunFolder.state`; a folder holding another run is refused (:func:`check_folder`).
         ``check_settings=False`` on a worker: the driver has compared the settings (the grids are defined there)."""
-        state = RunFolder(self.out).state(self.differences if check_settings else None)
+        state = RunFolder(self.out).state(self.expected() if check_settings else None)
         if state == FOREIGN:
             check_folder(self)
         if state != DONE and self.kept() is not None:
@@ -96,7 +97,9 @@ class Job:
     def kept(self) -> Path | None:
         """The folder of this cell's outputs kept in the repository (:mod:`.kept`), if it holds the same run."""
         folder = RunFolder(kept_folder(self.protocol, self.out.name))
-        return folder.path if folder.state(self.differences) == DONE else None
+        if not folder.is_finished():  # (a worker, which has not the grids' settings, asks only of finished folders)
+            return None
+        return folder.path if not folder.differences(self.expected()) else None
 
 
 def results(job: Job) -> dict | None:
@@ -109,9 +112,8 @@ def results(job: Job) -> dict | None:
 
 def check_folder(job: Job) -> None:
     """Refuse a cell folder whose saved configuration is not the cell's."""
-    folder = RunFolder(job.out)
-    if folder.state(job.differences) == FOREIGN:
-        diff = job.differences(folder.config())
+    diff = RunFolder(job.out).differences(job.expected())
+    if diff:
         raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "
                           f"or pass another --runs-dir")
 

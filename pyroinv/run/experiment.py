@@ -157,7 +157,7 @@ def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, si
            cuda_graph: bool | None = None) -> dict[str, Any]:
     """:func:`run_experiment` under the folder's lock and the signal handlers."""
     cfg, out = clf.config, folder.path
-    if resume and folder.state(cfg.differences) == UNSTARTED and (folder / CONFIG).exists():
+    if resume and folder.state(cfg) == UNSTARTED and (folder / CONFIG).exists():
         log.info("%s", f"{out} was stopped before its first checkpoint; starting it again from step 0")
         resume = False
     if resume:  # a damaged checkpoint is reported before anything else is done
@@ -290,7 +290,7 @@ def run_or_load(cfg: Config, out: str | Path, **kwargs: Any) -> dict[str, Any]:
     folder that holds a run with other settings is refused (one-line :class:`ConfigError`).
     """
     folder = RunFolder(out)
-    state = folder.state(cfg.differences)
+    state = folder.state(cfg)
     if state == FOREIGN:
         folder.check_same_run(cfg)  # names the settings that differ
     if state == DONE:

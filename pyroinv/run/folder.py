@@ -21,7 +21,7 @@ import json
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -137,12 +137,24 @@ class RunFolder:
         """The saved ``config.json`` (one-line error if it is damaged)."""
         return read_config(self / CONFIG)
 
-    def state(self, differences: Callable[[dict[str, Any]], list[str]] | None = None) -> str:
+    def differences(self, expected: Config | dict[str, Any]) -> list[str]:
+        """The settings in which this folder's ``config.json`` differs from the run ``expected`` (a :class:`Config`,
+        or the plain settings of another kind of run, e.g. the SGPR baseline's): the one answer to "is this folder
+        the same run?" (``[]``: it is, or it holds no ``config.json`` yet). Keys added to :class:`Config` since the
+        folder was written take their defaults."""
+        if not (self / CONFIG).exists():
+            return []
+        saved = self.config()
+        if isinstance(expected, Config):
+            return expected.differences(saved)
+        return sorted(k for k in set(saved) | set(expected) if saved.get(k) != expected.get(k))
+
+    def state(self, expected: Config | dict[str, Any] | None = None) -> str:
         """What the folder holds: :data:`DONE` (``results.json``), :data:`RESUMABLE` (a checkpoint, the latest or
         the one before it), :data:`UNSTARTED` (nothing, or an attempt killed before its first checkpoint: at most
-        ``config.json``, ``meta.json`` and ``metrics.jsonl``) or :data:`FOREIGN` (``differences(saved config)``
-        names a setting: another run's folder). A damaged ``config.json`` is a one-line error."""
-        if differences is not None and (self / CONFIG).exists() and differences(self.config()):
+        ``config.json``, ``meta.json`` and ``metrics.jsonl``) or :data:`FOREIGN` (another run's folder: its settings
+        differ from ``expected``, :meth:`differences`). A damaged ``config.json`` is a one-line error."""
+        if expected is not None and self.differences(expected):
             return FOREIGN
         if self.is_finished():
             return DONE
@@ -156,13 +168,13 @@ class RunFolder:
             raise ConfigError(f"--out {self.path} is a file, not a folder; choose a new --out")
         if not self.path.exists():
             return
-        state = self.state(cfg.differences)
+        state = self.state(cfg)
         if state in (DONE, RESUMABLE):
             raise ConfigError(f"--out {self.path} already holds a run; pass --resume to continue it or choose a "
                               f"new --out")
         if state == FOREIGN:
             raise ConfigError(f"--out {self.path} holds an attempt with other settings "
-                              f"({', '.join(cfg.differences(self.config()))}) that stopped before its first "
+                              f"({', '.join(self.differences(cfg))}) that stopped before its first "
                               f"checkpoint; delete it or choose a new --out")
 
     def check_resume(self, cfg: Config) -> None:
@@ -172,14 +184,14 @@ class RunFolder:
         if not (self / CONFIG).exists():
             raise ConfigError(f"--resume: {self.path} has no {CONFIG}; it is not a complete run folder, start a "
                               f"new --out")
-        diff = cfg.differences(self.config())
+        diff = self.differences(cfg)
         if diff:
             raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
                               f"use the same flags, or a new --out")
 
     def check_same_run(self, cfg: Config) -> None:
         """Refuse a folder whose ``config.json`` holds other settings than ``cfg``."""
-        diff = cfg.differences(self.config())
+        diff = self.differences(cfg)
         if diff:
             raise ConfigError(f"{self.path} holds a run with other settings ({', '.join(diff)}); choose another "
                               f"folder")

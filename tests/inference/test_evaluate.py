@@ -10,7 +10,7 @@ from pyroinv.inference.evaluate import inactive_units
 @pytest.mark.parametrize("network", ["relu", "mlp", "cnn"])
 def test_inactive_units_counts_the_units_that_no_image_switches_on(network):
     torch.manual_seed(0)
-    model, _ = build_model(Config(network=network, hidden=8, depth=2, samples=3, inference="map").validate(),
+    model, _ = build_model(Config(network=network, hidden=8, samples=3, inference="map", **({"depth": 2} if network == "mlp" else {})).validate(),
                            (1, 12, 12), 4)
     x = torch.rand(20, 1, 12, 12)
     last = {"relu": lambda f: f, "mlp": lambda f: f.layers[-1], "cnn": lambda f: f.fc}[network](model.features)

@@ -29,7 +29,7 @@ def _model(cfg: Config, shape=(1, 8, 8), classes=3):
 @pytest.mark.parametrize("network", ["relu", "mlp"])
 @pytest.mark.parametrize("jacobian", [False, True])
 def test_the_layer_by_layer_pass_is_the_networks(network, jacobian):
-    model = _model(_config(network=network, depth=2, jacobian=jacobian))
+    model = _model(_config(network=network, jacobian=jacobian, **({"depth": 2} if network == "mlp" else {})))
     x = torch.rand(5, 1, 8, 8)
     T = model.sample_transforms()
     inputs, pres, phi = ll.layer_pass(model.features, x, T)
@@ -46,7 +46,7 @@ def test_the_ggn_factor_root_factors_the_softmax_hessian():
 @pytest.mark.parametrize("network", ["relu", "mlp"])
 def test_for_one_example_and_one_transform_the_kronecker_factors_are_the_exact_ggn(network):
     """With N = 1 and S = 1 the Jacobian of the logits in a layer is one outer product, so G (x) A is exact."""
-    model = _model(_config(network=network, depth=2, samples=1)).double()
+    model = _model(_config(network=network, samples=1, **({"depth": 2} if network == "mlp" else {}))).double()
     x = torch.rand(1, 1, 8, 8, dtype=torch.float64)
     T = model.sample_transforms()
     W2 = torch.randn(3, 7, dtype=torch.float64)

@@ -12,7 +12,7 @@ from pyroinv.frontends.train import train_parser
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
 from pyroinv.model.guides import ClassCholeskyGuide, PointGuide
-from pyroinv.inference import objectives
+from pyroinv.model import objectives
 from pyroinv.model.methods import METHODS, method
 from pyroinv.model.networks import InvariantFeatures
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from pyroinv.config import Config
-from pyroinv.reproduce import cli, grids
+from pyroinv.frontends import reproduce as cli
+from pyroinv.reproduce import grids
 from pyroinv.reproduce.estimate import (backtest, backtest_summary, cost_key, duration, estimate_seconds, measured,
                                         planned_steps, summary, training_examples)
 from pyroinv.reproduce.kept import kept_root

@@ -79,23 +79,23 @@ def test_a_folder_without_a_run_is_named(tmp_path):
 def test_state_is_one_set_of_rules_for_what_a_folder_holds(tmp_path):
     cfg = tiny_config()
     folder = RunFolder(tmp_path / "run")
-    assert folder.state(cfg.differences) == UNSTARTED  # nothing there yet
+    assert folder.state(cfg) == UNSTARTED  # nothing there yet
     folder.path.mkdir()
     (folder / "config.json").write_text(json.dumps(cfg.to_dict()))
     (folder / "metrics.jsonl").write_text('{"step": 1}\n')  # killed before its first checkpoint
-    assert folder.state(cfg.differences) == UNSTARTED
+    assert folder.state(cfg) == UNSTARTED
     folder.check_new(cfg)  # the same run may start there again
     other = tiny_config(hidden=8)
-    assert folder.state(other.differences) == FOREIGN
+    assert folder.state(other) == FOREIGN
     with pytest.raises(ConfigError, match=r"holds an attempt with other settings \(hidden\) that stopped before its "
                                           r"first checkpoint; delete it or choose a new --out"):
         folder.check_new(other)
     save_checkpoint(folder / "checkpoint.prev.pt", {"step": 1})  # only the one before the latest survived
-    assert folder.state(cfg.differences) == RESUMABLE and folder.state() == RESUMABLE
+    assert folder.state(cfg) == RESUMABLE and folder.state() == RESUMABLE
     with pytest.raises(ConfigError, match="already holds a run; pass --resume"):
         folder.check_new(cfg)
     (folder / "results.json").write_text("{}")
-    assert folder.state(cfg.differences) == DONE
+    assert folder.state(cfg) == DONE
 
 
 def test_a_run_killed_before_its_first_checkpoint_starts_again_with_or_without_resume(tmp_path, cache_dir, mnist):
