@@ -40,9 +40,10 @@ class MethodLoss(torch.nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor, num_data: int) -> torch.Tensor:
         return self.elbo(x, y, num_data=num_data)
 
-    def penalty(self) -> torch.Tensor | float:
-        """What the loss adds beyond Pyro's estimator (nothing here); called under module-local parameters."""
-        return 0.0
+    def total(self, loss: torch.Tensor) -> torch.Tensor:
+        """The step's loss from Pyro's estimate (:meth:`forward`): the same here; called under module-local
+        parameters."""
+        return loss
 
     def eta_gradient(self, step: int, steps_per_epoch: int) -> list[torch.Tensor | None] | None:
         """``eta``'s gradient beyond the loss's at ``step`` (``None``: none)."""
@@ -55,6 +56,13 @@ class MethodLoss(torch.nn.Module):
 
     def diagnostics(self) -> dict[str, float]:
         return {}
+
+    def extra_state(self) -> dict | None:
+        """What a checkpoint keeps of the objective beyond the parameters (``None``: nothing)."""
+        return None
+
+    def load_extra_state(self, state: dict) -> None:
+        """Restore :meth:`extra_state`."""
 
 
 class LaplaceEvidenceLoss(MethodLoss):
@@ -84,9 +92,9 @@ class LaplaceEvidenceLoss(MethodLoss):
         self._x = x
         return super().forward(x, y, num_data)
 
-    def penalty(self) -> torch.Tensor | float:
-        """The body's prior, where the Laplace evidence covers it (``laplace_layers="all"``)."""
-        return self.laplace.weight_penalty()
+    def total(self, loss: torch.Tensor) -> torch.Tensor:
+        """The loss plus the body's prior, where the Laplace evidence covers it (``laplace_layers="all"``)."""
+        return loss + self.laplace.weight_penalty()
 
     def eta_gradient(self, step: int, steps_per_epoch: int) -> list[torch.Tensor | None]:
         """``eta``'s gradient of ``1/2 log det(alpha P)`` at this step, the curvature refreshed at the start of every
@@ -105,10 +113,11 @@ class LaplaceEvidenceLoss(MethodLoss):
     def diagnostics(self) -> dict[str, float]:
         return self.laplace.diagnostics() if self.laplace.ready else {}
 
-    def state_dict(self, *args, **kwargs) -> dict:  # type: ignore[override]
+    def extra_state(self) -> dict:
+        """The curvature and, over every layer, the learned prior precisions."""
         return self.laplace.state_dict()
 
-    def load_state_dict(self, state: dict, strict: bool = True) -> None:  # type: ignore[override]
+    def load_extra_state(self, state: dict) -> None:
         self.laplace.load_state_dict(state)
 
 

@@ -22,14 +22,12 @@ import pyro
 import torch
 from pyro.poutine.messenger import Messenger
 
-from .build import build_loss, build_model, resolve_device
+from .build import build_model, resolve_device
+from .losses import MethodLoss, method_loss
 from ..config import Config
 from ..errors import ConfigError
 from ..data.splits import Split
-from .laplace import LaplaceEtaGradient
-from .laplace_layers import LayersLaplace
 from ..model.methods import method
-from ..model.objectives import LAPLACE
 from ..model.scope import local_params
 from .step_graph import CudaGraph, GraphedStep, Recorder, enabled_by_environment
 
@@ -100,16 +98,8 @@ class Trainer:
         self.model, self.guide = build_model(cfg, self.input_shape, self.num_classes, body, transforms_on)
         self.model.to(self.device)
         self.guide.to(self.device)
-        self.loss_fn = build_loss(cfg, self.model, self.guide)
-        # eta on the Laplace evidence (the weights on the log joint): its Occam term's gradient, from the batch's features
-        self.laplace: LaplaceEtaGradient | None = None
-        self._batch_features: torch.Tensor | None = None
-        self._batch_x: torch.Tensor | None = None
-        if method(cfg.inference).eta_climbs is LAPLACE and self.model.invariance.learn:
-            scope = LayersLaplace if cfg.laplace_layers == "all" else LaplaceEtaGradient
-            with local_params():
-                self.laplace = scope(self.model, self.x_train, self.y_train, cfg.alpha, seed=cfg.seed)
-            self.model.features_hook = self._keep_features
+        #: the method's objective (:mod:`pyroinv.inference.losses`): the loss of a batch, and eta's extra gradient
+        self.loss_fn: MethodLoss = method_loss(cfg, self.model, self.guide, self.x_train, self.y_train)
         # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
         # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
         self.optimizer = torch.optim.Adam(self.param_groups(), lr=cfg.lr, betas=(0.9, 0.999), fused=True)
@@ -138,7 +128,7 @@ class Trainer:
             recorder = CudaGraph
         #: the step recorded and replayed (:mod:`pyroinv.inference.step_graph`), where it applies; else ``None``
         self.graph = (GraphedStep(self._step, self.optimizer, self.x_train, self.y_train, cfg.batch_size, recorder)
-                      if recorder is not None and self.laplace is None else None)
+                      if recorder is not None and not self.loss_fn.steps_eagerly else None)
         #: steps of this process that were replays of the recorded step
         self.graph_replays = 0
 
@@ -154,22 +144,6 @@ class Trainer:
             if params:
                 groups.append({"params": params, "lr": self.cfg.lr if lr is None else lr})
         return groups
-
-    def _keep_features(self, features: torch.Tensor) -> None:
-        self._batch_features = features.mean(0)  # phi_bar of the batch (the logits are averaged: Config.validate)
-
-    def _laplace_occam_gradient(self) -> list[torch.Tensor] | None:
-        """``eta``'s gradient of ``1/2 log det(alpha P)`` at this step (:mod:`pyroinv.inference.laplace`), the
-        curvature refreshed at the start of every epoch (and not more often than every ``refresh_steps`` steps); ``None`` while
-        ``eta`` is held (``eta_warmup``)."""
-        if self.laplace is None or self.step < self.eta_warmup_steps:
-            return None
-        W2 = self.guide.median().detach()
-        if not self.laplace.ready or self.step % max(self.steps_per_epoch, self.laplace.refresh_steps) == 0:
-            self.laplace.refresh(W2)
-        surrogate = self.laplace.half_logdet_surrogate(self._batch_x, self._batch_features, W2)
-        return list(torch.autograd.grad(surrogate, list(self.model.invariance.parameters()), retain_graph=True,
-                                        allow_unused=True))
 
     @property
     def epoch(self) -> int:
@@ -227,7 +201,6 @@ class Trainer:
         """The step on the batch ``(x, y)``: the loss, its gradients, Adam's update; returns the loss and the batch's
         mean NLL as device tensors. The same function runs eagerly and, recorded, as a graph."""
         self.optimizer.zero_grad(set_to_none=True)
-        self._batch_x = x
         # Pyro's and torch's checks of every distribution's arguments read a boolean back from the device at each
         # sample site: the first step of a Trainer runs them (when they are on), later steps skip them
         with pyro.validation_enabled(self._validate and pyro.distributions.is_validation_enabled()), \
@@ -235,9 +208,10 @@ class Trainer:
             loss = self.loss_fn(x, y, num_data=self.num_data)
         self._validate = False
         with local_params():  # the modules' own parameters, as in the loss (pyroinv.model.scope)
-            if self.laplace is not None:  # the body's prior, where the Laplace evidence covers it
-                loss = loss + self.laplace.weight_penalty()
-            occam = self._laplace_occam_gradient()
+            loss = self.loss_fn.total(loss)
+            # eta's gradient beyond the loss's (the Laplace evidence's Occam term), not while eta is held
+            occam = None if self.step < self.eta_warmup_steps else self.loss_fn.eta_gradient(self.step,
+                                                                                             self.steps_per_epoch)
         loss.backward()
         if occam is not None:  # the Laplace evidence's gradient: the log-likelihood's (in loss) and the Occam term's
             for p, g in zip(self.model.invariance.parameters(), occam):
@@ -289,8 +263,7 @@ class Trainer:
         out = dict(self.guide.diagnostics())
         if method(self.cfg.inference).bayesian:
             out["kl_per_datapoint"] = float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
-        if self.laplace is not None and self.laplace.ready:
-            out.update(self.laplace.diagnostics())
+        out.update(self.loss_fn.diagnostics())
         return out
 
     def eta(self) -> torch.Tensor:
@@ -309,8 +282,9 @@ class Trainer:
         }
         if torch.cuda.is_available():
             state["cuda_rng"] = torch.cuda.get_rng_state_all()
-        if self.laplace is not None:
-            state["laplace"] = self.laplace.state_dict()
+        extra = self.loss_fn.extra_state()
+        if extra is not None:
+            state["laplace"] = extra
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -321,7 +295,7 @@ class Trainer:
         self.step = int(state["step"])
         self.wall_time = float(state["wall_time"])
         torch.set_rng_state(state["torch_rng"])
-        if self.laplace is not None and "laplace" in state:
-            self.laplace.load_state_dict(state["laplace"])
+        if "laplace" in state:
+            self.loss_fn.load_extra_state(state["laplace"])
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])

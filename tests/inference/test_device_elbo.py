@@ -95,7 +95,7 @@ def test_training_with_it_is_training_with_trace_elbo_bit_for_bit(monkeypatch, i
         tr = _trainer(inference=inference, batch_size=8, epochs=5)
         for _ in range(30):
             tr.train_step(sync=False)
-        return tr.loss_fn.state_dict(), tr.losses()["loss"], type(tr.loss_fn.elbo_module.elbo)
+        return tr.loss_fn.state_dict(), tr.losses()["loss"], type(tr.loss_fn.elbo.elbo_module.elbo)
 
     ours, our_loss, our_elbo = trained()
     monkeypatch.setattr(build, "DeviceTrace_ELBO", pyro.infer.Trace_ELBO)

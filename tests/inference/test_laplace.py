@@ -154,8 +154,8 @@ def test_the_training_refresh_on_a_small_training_set_gives_a_finite_curvature()
     cfg = Config(inference="laplace", hidden=40, samples=4, epochs=1, batch_size=16, init_eta=20.0).validate()
     trainer = Trainer(cfg, _data(n=24), device="cpu")  # 24 examples, 41 features
     trainer.train_step()
-    assert trainer.laplace.ready and torch.isfinite(trainer.laplace.M_A).all()
-    assert trainer.laplace.M_A.dtype == torch.float32 and torch.isfinite(torch.tensor(trainer.laplace.log_evidence))
+    assert trainer.loss_fn.laplace.ready and torch.isfinite(trainer.loss_fn.laplace.M_A).all()
+    assert trainer.loss_fn.laplace.M_A.dtype == torch.float32 and torch.isfinite(torch.tensor(trainer.loss_fn.laplace.log_evidence))
 
 
 def test_mackays_precision_is_the_evidences_fixed_point_in_the_prior_precision():

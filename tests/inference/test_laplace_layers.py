@@ -100,7 +100,7 @@ def test_training_learns_the_prior_precisions_moves_eta_and_resumes_exactly():
     diag = whole.diagnostics()
     assert diag["laplace_layers_per_datapoint"] < 0
     assert all(diag[f"prior_precision_{l}"] > 0 for l in (1, 2))
-    assert whole.laplace.precisions != [1.0, 1.0]  # learned at the refreshes after W2 left zero
+    assert whole.loss_fn.laplace.precisions != [1.0, 1.0]  # learned at the refreshes after W2 left zero
 
     first = Trainer(cfg, _data(), device="cpu")
     for _ in range(5):
@@ -111,16 +111,16 @@ def test_training_learns_the_prior_precisions_moves_eta_and_resumes_exactly():
     for _ in second.steps():
         pass
     assert torch.equal(second.eta(), whole.eta())
-    assert second.laplace.precisions == whole.laplace.precisions
+    assert second.loss_fn.laplace.precisions == whole.loss_fn.laplace.precisions
 
 
 def test_the_body_prior_enters_the_training_loss():
     cfg = _config(hidden=8, epochs=1, batch_size=32)
     trainer = Trainer(cfg, _data(), device="cpu")
-    trainer.laplace.precisions = [2.0]
+    trainer.loss_fn.laplace.precisions = [2.0]
     W1, b1 = trainer.model.features.W1, trainer.model.features.b1
     expected = float(W1.detach().pow(2).sum() + b1.detach().pow(2).sum())
-    assert float(trainer.laplace.weight_penalty().detach()) == pytest.approx(expected, rel=1e-6)
+    assert float(trainer.loss_fn.laplace.weight_penalty().detach()) == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -80,12 +80,12 @@ def _poison_weights_before(step: int, value: float, monkeypatch) -> None:
     def poisoned(self, sync=True):
         if self.step != step - 1:
             return original(self, sync)
-        loss_fn = self.loss_fn
-        self.loss_fn = lambda *a, **kw: loss_fn(*a, **kw) + value
+        forward = self.loss_fn.forward
+        self.loss_fn.forward = lambda *a, **kw: forward(*a, **kw) + value
         try:
             return original(self, sync)
         finally:
-            self.loss_fn = loss_fn
+            del self.loss_fn.forward  # the class's own again
 
     monkeypatch.setattr(Trainer, "train_step", poisoned)
 
