@@ -234,6 +234,87 @@ def prepare_data(jobs: list[Job]) -> list[str]:
     return names
 
 
+
+class _Schedule:
+    """One :meth:`DaskRunner.run`: the cells queued, submitted (no more at once than the runner's slots, and under a
+    time limit only those expected to finish), collected as they finish, and stopped at the limit."""
+
+    def __init__(self, runner: "DaskRunner", todo: list[Job], report: Callable[[str], None], minutes: float | None,
+                 cell_minutes: float | None, estimates: dict[Job, float] | None) -> None:
+        self.runner, self.todo, self.report, self.minutes = runner, todo, report, minutes
+        self.cell_minutes, self.estimates = cell_minutes, estimates or {}
+        self.queue = list(todo)
+        self.futures: dict = {}
+        self.started: dict = {}
+        self.pending: set = set()
+        self.outcomes: dict[Job, dict] = {}
+        self.durations: list[float] = []
+        self.t0, self.failed, self.finished = time.perf_counter(), 0, 0
+        self.deadline = None if minutes is None else self.t0 + 60 * minutes
+        self.slots = len(self.queue) if self.deadline is None else runner.slots()
+
+    def need(self, job: Job) -> float:
+        """Seconds the cell is expected to take: the longest finished in this call (before one has, ``cell_minutes``),
+        or the cell's own estimate from the kept cells where that is longer."""
+        here = max(self.durations) if self.durations else 60 * (self.cell_minutes or 0)
+        return max(here, self.estimates.get(job, 0.0))
+
+    def submit(self, job: Job):
+        r = self.runner
+        future = r.client.submit(train_cell, job, job.cell_args(), r.threads, r.cells_per_gpu, r.lock_wait,
+                                 key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}", retries=r.retries,
+                                 resources=r.resources or None, pure=False)
+        self.futures[future], self.started[future] = job, time.perf_counter()
+        self.pending.add(future)
+
+    def start_what_fits(self) -> None:
+        """Submit queued cells while there are free slots and, under a time limit, time for them."""
+        while self.queue and len(self.pending) < self.slots:
+            now = time.perf_counter()
+            job = next((j for j in self.queue if self.deadline is None or now + self.need(j) <= self.deadline), None)
+            if job is None:
+                return
+            self.queue.remove(job)
+            self.submit(job)
+
+    def collect(self, future) -> None:
+        """A finished cell's outcome, kept on the driver when it trained, and its progress line."""
+        self.pending.discard(future)
+        job = self.futures[future]
+        self.finished += 1
+        try:
+            outcome = future.result()
+        except Exception as err:  # the cell's one-line error after its retries, or a lost worker
+            outcome = {"state": "failed", "error": one_line(err, 300)}
+            self.failed += 1
+        self.outcomes[job] = outcome
+        if outcome["state"] == "trained":
+            self.durations.append(time.perf_counter() - self.started[future])
+            keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
+        self.report(self.runner._line(job, outcome, self.finished, len(self.todo), self.failed, self.pending, self.t0))
+
+    def drive(self, wait: Callable) -> None:
+        """Run until every cell has finished, or the time limit (cells still training are stopped, checkpointed)."""
+        while self.queue or self.pending:
+            self.start_what_fits()
+            if not self.pending:
+                break
+            timeout = None if self.deadline is None else max(self.deadline - time.perf_counter(), 0.0)
+            try:
+                done, _ = wait(list(self.pending), timeout=timeout, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                running = [self.futures[f].out.name for f in self.pending]
+                self.runner.stop(self.pending)
+                self.report(f"time limit of {self.minutes:g} min reached: stopped {len(running)} running cell(s) "
+                            f"({', '.join(running)}; each checkpointed), {len(self.queue)} not started")
+                return
+            for future in done:
+                self.collect(future)
+        if self.queue and self.deadline is not None and not self.pending:
+            self.report(f"time limit of {self.minutes:g} min: {len(self.queue)} cell(s) not started (the shortest takes "
+                        f"about {_elapsed(min(self.need(j) for j in self.queue))}); run again to go on")
+
+
 def _elapsed(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
@@ -339,6 +420,17 @@ class DaskRunner:
         """
         from distributed import wait
 
+        todo = self._prepare(jobs, report)
+        schedule = _Schedule(self, todo, report, minutes, cell_minutes, estimates)
+        try:
+            schedule.drive(wait)
+        except KeyboardInterrupt:
+            self.stop(schedule.futures)
+            raise
+        return schedule.outcomes
+
+    def _prepare(self, jobs: list[Job], report: Callable[[str], None]) -> list[Job]:
+        """The jobs not finished, their folders checked and made; the finished ones kept; the data prepared."""
         for job in jobs:
             check_folder(job)
         todo = [j for j in jobs if j.state() != "done"]
@@ -352,66 +444,4 @@ class DaskRunner:
                f"dashboard {self.client.dashboard_link}")
         if not self.scheduler and todo:
             prepare_data(todo)  # once on this machine, not once per cell
-        queue = list(todo)
-        futures: dict = {}
-        started: dict = {}
-
-        def submit(job: Job):
-            future = self.client.submit(train_cell, job, job.cell_args(), self.threads, self.cells_per_gpu,
-                                        self.lock_wait, key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}",
-                                        retries=self.retries, resources=self.resources or None, pure=False)
-            futures[future], started[future] = job, time.perf_counter()
-            return future
-
-        def need(job: Job) -> float:
-            """Seconds the cell is expected to take (see above)."""
-            here = max(durations) if durations else 60 * (cell_minutes or 0)
-            return max(here, (estimates or {}).get(job, 0.0))
-
-        outcomes: dict[Job, dict] = {}
-        t0, failed, i = time.perf_counter(), 0, 0
-        deadline = None if minutes is None else t0 + 60 * minutes
-        durations: list[float] = []
-        slots = len(queue) if deadline is None else self.slots()
-        pending: set = set()
-        try:
-            while queue or pending:
-                while queue and len(pending) < slots:
-                    now = time.perf_counter()
-                    job = next((j for j in queue if deadline is None or now + need(j) <= deadline), None)
-                    if job is None:
-                        break
-                    queue.remove(job)
-                    pending.add(submit(job))
-                if not pending:
-                    break
-                timeout = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-                try:
-                    done, _ = wait(list(pending), timeout=timeout, return_when="FIRST_COMPLETED")
-                except TimeoutError:
-                    running = [futures[f].out.name for f in pending]
-                    self.stop(pending)
-                    report(f"time limit of {minutes:g} min reached: stopped {len(running)} running cell(s) "
-                           f"({', '.join(running)}; each checkpointed), {len(queue)} not started")
-                    break
-                for future in done:
-                    pending.discard(future)
-                    job = futures[future]
-                    i += 1
-                    try:
-                        outcome = future.result()
-                    except Exception as err:  # the cell's one-line error after its retries, or a lost worker
-                        outcome = {"state": "failed", "error": one_line(err, 300)}
-                        failed += 1
-                    outcomes[job] = outcome
-                    if outcome["state"] == "trained":
-                        durations.append(time.perf_counter() - started[future])
-                        keep(job.out, job.protocol)  # on the driver, in its repository: outlives the workers' machines
-                    report(self._line(job, outcome, i, len(todo), failed, pending, t0))
-            if queue and deadline is not None and not pending:
-                report(f"time limit of {minutes:g} min: {len(queue)} cell(s) not started (the shortest takes about "
-                       f"{_elapsed(min(need(j) for j in queue))}); run again to go on")
-        except KeyboardInterrupt:
-            self.stop(futures)
-            raise
-        return outcomes
+        return todo

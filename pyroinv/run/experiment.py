@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 import logging
 import math
 import signal
@@ -146,15 +147,27 @@ def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root
     clf = InvariantClassifier.from_config(cfg)  # validates cfg, once
     device = resolve_device(cfg.device)  # fail before anything is written
     folder = RunFolder(out)
+    opts = RunOptions(data_root, cache_dir, progress, log_every, checkpoint_every, max_steps, quiet, cuda_graph)
     with RunLock(folder.path), StopSignals() as signals:  # one writer per folder; Ctrl-C stops with a checkpoint
-        return _train(clf, folder, device, signals, resume, data_root, cache_dir, progress, log_every,
-                      checkpoint_every, max_steps, quiet, cuda_graph)
+        return _train(clf, folder, device, signals, resume, opts)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_experiment` runs (its keyword arguments), beside what it runs (the ``Config``)."""
+
+    data_root: str | None = None
+    cache_dir: str | None = None
+    progress: bool | None = None
+    log_every: int = 10
+    checkpoint_every: int | None = None
+    max_steps: int | None = None
+    quiet: bool = False
+    cuda_graph: bool | None = None
 
 
 def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, signals: StopSignals, resume: bool,
-           data_root: str | None, cache_dir: str | None, progress: bool | None, log_every: int,
-           checkpoint_every: int | None, max_steps: int | None, quiet: bool,
-           cuda_graph: bool | None = None) -> dict[str, Any]:
+           opts: RunOptions) -> dict[str, Any]:
     """:func:`run_experiment` under the folder's lock and the signal handlers."""
     cfg, out = clf.config, folder.path
     if resume and folder.state(cfg) == UNSTARTED and (folder / CONFIG).exists():
@@ -165,14 +178,15 @@ def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, si
         state, used = folder.load_checkpoint(device)
     else:
         folder.check_new(cfg)
-    data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
+    data = load_dataset(cfg.dataset, data_root=opts.data_root, cache_dir=opts.cache_dir, train_size=cfg.train_size,
                         test_size=cfg.test_size, seed=cfg.seed, valid_size=cfg.valid_size)
     if resume and used.name != CHECKPOINT:
         log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
     writer = FolderWriter(folder, cfg, signals, resuming=resume, data=describe(data, cfg.train_size, cfg.test_size))
     try:
-        clf.fit(data, device=device, progress=progress, log_every=log_every, checkpoint_every=checkpoint_every,
-                max_steps=max_steps, callbacks=writer, resume_state=state if resume else None, cuda_graph=cuda_graph)
+        clf.fit(data, device=device, progress=opts.progress, log_every=opts.log_every,
+                checkpoint_every=opts.checkpoint_every, max_steps=opts.max_steps, callbacks=writer,
+                resume_state=state if resume else None, cuda_graph=opts.cuda_graph)
     except CheckpointMismatch as err:
         raise ConfigError(f"--resume: {used} does not fit this run's configuration ({err.detail}); resume with the "
                           f"flags it was trained with, or start a new --out") from None
@@ -184,7 +198,7 @@ def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, si
                           f"checkpoint written, continue with --resume", signals.received)
     if not trainer.done:
         return {"step": trainer.step, "finished": False}
-    return finish(trainer, folder.path, quiet=quiet, signals=signals)
+    return finish(trainer, folder.path, quiet=opts.quiet, signals=signals)
 
 
 @contextlib.contextmanager
@@ -200,25 +214,29 @@ def _w2_estimate(guide) -> torch.Tensor | None:
     return None if isinstance(guide, AutoW2Guide) else guide.median().detach()
 
 
-def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignals | None = None) -> dict[str, Any]:
-    """Evaluate, write the plots, the ArviZ file and, last, ``results.json``; print a summary.
+@dataclass
+class FinalEvaluation:
+    """What :func:`finish` measures of a trained run, each phase timed in ``phases`` (seconds)."""
 
-    With ``signals`` (a run's :class:`StopSignals`), SIGINT or SIGTERM before ``results.json`` is written stops
-    with :class:`Interrupted`; the folder then holds the final checkpoint and ``--resume`` finishes it."""
-    from ..inference.arviz_export import export_data, readable_summary, save_inference_data
-    from .plots import plot_curves, plot_eta, plot_filter_banks
+    test: dict[str, float]
+    valid: dict[str, Any]
+    elbo: dict[str, float]
+    evidence: dict[str, float]
+    idata: Any
+    units: float
+    phases: dict[str, float]
 
-    cfg, folder = trainer.cfg, RunFolder(out)
-    if signals is not None:
-        signals.raise_now("the final evaluation, plots and ArviZ export")
-    m = method(cfg.inference)
-    t0 = time.perf_counter()
+
+def evaluate_trained(trainer: Trainer) -> FinalEvaluation:
+    """The posterior predictive on the test (and validation) set, the training ELBO/N, the Laplace evidences, the
+    ArviZ data and the inactive units, in this order of random draws (seeded from ``cfg.seed``)."""
+    from ..inference.arviz_export import export_data
+
+    cfg, model, guide = trainer.cfg, trainer.model, trainer.guide
     phases: dict[str, float] = {}
-    model, guide = trainer.model, trainer.guide
     torch.manual_seed(cfg.seed + 1)
     with _timed(phases, "test"):  # one pass over the test set gives the test metrics and the ArviZ groups
-        pp = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws)
-        test = pp.metrics()
+        test = posterior_predictive(model, guide, trainer.x_test, trainer.y_test, draws=cfg.eval_draws).metrics()
     valid = {}
     if trainer.valid is not None:  # the same predictive on the images held out of the training set
         torch.manual_seed(cfg.seed + 1)  # the same draws as the test pass (and as evaluate.py --split valid)
@@ -239,46 +257,75 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
                             cfg.export_draws, seed=cfg.seed)
     with _timed(phases, "units"):  # last of the random draws, so the numbers above are those of earlier runs
         units = inactive_units(model, trainer.x_train[::max(1, len(trainer.y_train) // 1000)])
-    inv = model.invariance
-    eta = inv.eta.detach().cpu()
-    at_chance = chance_fit_warning(elbo["loglik_per_datapoint"], trainer.num_classes,
-                                   inv.describe() if inv.learn else None)
-    records = folder.metrics()
+    return FinalEvaluation(test, valid, elbo, evidence, idata, units, phases)
+
+
+def _write_plots(trainer: Trainer, folder: RunFolder, phases: dict[str, float]) -> None:
+    from .plots import plot_curves, plot_eta, plot_filter_banks
+
+    cfg, model, records = trainer.cfg, trainer.model, folder.metrics()
     with _timed(phases, "plots"):
         if records:
-            plot_eta(records, inv.active, folder / "eta.png", title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
-            plot_curves(records, folder / "curves.png", objective=m.objective.label)
+            plot_eta(records, model.invariance.active, folder / "eta.png",
+                     title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
+            plot_curves(records, folder / "curves.png", objective=method(cfg.inference).objective.label)
         if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
             plot_filter_banks(model.features, folder / "filters.png")
-    with _timed(phases, "arviz"):
-        save_inference_data(idata, folder / "posterior.nc")
+
+
+def _print_summary(trainer: Trainer, e: FinalEvaluation, folder: RunFolder) -> None:
+    from ..inference.arviz_export import readable_summary
+
+    reports_elbo = method(trainer.cfg.inference).reports_elbo
+    print(f"\nlearned invariance: {trainer.model.invariance.describe()}; inactive units: {100 * e.units:.1f}% of the "
+          f"last hidden layer's")
+    line = f"test accuracy {100 * e.test['accuracy']:.2f}%  test NLL {e.test['nll']:.4f}"
+    line += f"  validation accuracy {100 * e.valid['valid_accuracy']:.2f}%" if e.valid else ""
+    line += f"  train ELBO/N {e.elbo['elbo_per_datapoint']:.4f}" if reports_elbo else ""
+    line += f"  Laplace log evidence/N {e.evidence['laplace_per_datapoint']:.4f}" if e.evidence else ""
+    layers = e.evidence.get("laplace_layers_per_datapoint")
+    print(line + (f" (every layer: {layers:.4f})" if layers is not None else ""))
+    print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
+    print(readable_summary(e.idata).to_string())
+    written = sorted(p.name for p in folder.path.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))
+    print(f"\nresults in {folder.path}/ ({', '.join(written)})")
+
+
+def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignals | None = None) -> dict[str, Any]:
+    """Evaluate, write the plots, the ArviZ file and, last, ``results.json``; print a summary.
+
+    With ``signals`` (a run's :class:`StopSignals`), SIGINT or SIGTERM before ``results.json`` is written stops
+    with :class:`Interrupted`; the folder then holds the final checkpoint and ``--resume`` finishes it."""
+    from ..inference.arviz_export import save_inference_data
+
+    cfg, folder = trainer.cfg, RunFolder(out)
+    if signals is not None:
+        signals.raise_now("the final evaluation, plots and ArviZ export")
+    t0 = time.perf_counter()
+    e = evaluate_trained(trainer)
+    inv = trainer.model.invariance
+    eta = inv.eta.detach().cpu()
+    at_chance = chance_fit_warning(e.elbo["loglik_per_datapoint"], trainer.num_classes,
+                                   inv.describe() if inv.learn else None)
+    _write_plots(trainer, folder, e.phases)
+    with _timed(e.phases, "arviz"):
+        save_inference_data(e.idata, folder / "posterior.nc")
     results = folder.write_results(RunResults(
         dataset=cfg.dataset, invariance=cfg.invariance, network=cfg.network, inference=cfg.inference,
-        test_accuracy=test["accuracy"], test_nll=test["nll"],
-        elbo_per_datapoint=elbo["elbo_per_datapoint"] if m.reports_elbo else None,
-        train_loglik_per_datapoint=elbo["loglik_per_datapoint"],
+        test_accuracy=e.test["accuracy"], test_nll=e.test["nll"],
+        elbo_per_datapoint=e.elbo["elbo_per_datapoint"] if method(cfg.inference).reports_elbo else None,
+        train_loglik_per_datapoint=e.elbo["loglik_per_datapoint"],
         eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device), inactive_units=units, eval_phases_s=phases,
-        graph_replays=trainer.graph_replays, warnings=[at_chance] if at_chance else [], **evidence, **valid))
+        device_name=device_name(trainer.device), inactive_units=e.units, eval_phases_s=e.phases,
+        graph_replays=trainer.graph_replays, warnings=[at_chance] if at_chance else [], **e.evidence, **e.valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if at_chance:
         log.warning("warning: %s", at_chance)
-    if quiet:
-        return results
-    print(f"\nlearned invariance: {inv.describe()}; inactive units: {100 * units:.1f}% of the last hidden layer's")
-    line = f"test accuracy {100 * test['accuracy']:.2f}%  test NLL {test['nll']:.4f}"
-    line += f"  validation accuracy {100 * valid['valid_accuracy']:.2f}%" if valid else ""
-    line += f"  train ELBO/N {elbo['elbo_per_datapoint']:.4f}" if m.reports_elbo else ""
-    line += f"  Laplace log evidence/N {evidence['laplace_per_datapoint']:.4f}" if evidence else ""
-    layers = evidence.get("laplace_layers_per_datapoint")
-    print(line + (f" (every layer: {layers:.4f})" if layers is not None else ""))
-    print("\nArviZ summary (per-class weight norms; predictive probability of the true class, first test points):")
-    print(readable_summary(idata).to_string())
-    written = sorted(p.name for p in folder.path.iterdir() if p.suffix in (".json", ".jsonl", ".png", ".nc"))
-    print(f"\nresults in {folder.path}/ ({', '.join(written)})")
+    if not quiet:
+        _print_summary(trainer, e, folder)
     return results
 
 
