@@ -199,7 +199,8 @@ def pyro_elbo_table(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """``benchmark.py``'s flags."""
     p = OneLineParser(prog="benchmark.py", description=__doc__.splitlines()[0].split(": ", 1)[-1],
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--hidden", type=pos_int, default=1024)
@@ -242,72 +243,46 @@ def main(argv=None) -> int:
     p.add_argument("--inference", default="vi", help=argparse.SUPPRESS)
     p.add_argument("--queued", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--graph", action="store_true", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.quick:
-        args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
-        args.n_test, args.repeats = 200, 2
-    import torch
+    return p
 
-    from pyroinv.inference.build import resolve_device
-    from pyroinv.errors import ConfigError
 
-    try:
-        args.device = resolve_device(args.device).type
-    except ConfigError as err:
-        sys.stderr.write(f"error: {err}\n")
-        return EXIT_USAGE
-    if args.single:
-        print(json.dumps(measure(args)))
-        return 0
-    deeper = [n for n in args.networks if n not in WEIGHT_SPACE]
-    if deeper and not args.guides:
-        sys.stderr.write(f"error: --networks {' '.join(deeper)}: only the whole training step is timed for them; "
-                         f"add --guides cholesky (and --hidden 256 for the cnn's cpu-protocol width)\n")
-        return EXIT_USAGE
-    if args.memory:
-        return memory_table(args)
-    if args.pyro_elbos:
-        return pyro_elbo_table(args)
-    if args.guides:
-        base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--repeats={args.repeats}",
-                f"--threads={args.threads}", f"--device={args.device}",
-                *([f"--step-data={args.step_data}"] if args.step_data else [])]
-        print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}; whole training step "
-              f"(Trainer.train_step), median of {args.repeats}\n")
-        print("| network | batch | " + " | ".join(args.guides) + " |\n|---|---|" + "---|" * len(args.guides))
-        for net in args.networks:
-            for batch in args.batches:
-                t = [run_one(args, base, kind="svi", network=net, batch=batch, guide=g)["seconds"] for g in args.guides]
-                print(f"| {net} | {batch} | " + " | ".join(f"{v:.4f} s" for v in t) + " |", flush=True)
-        return 0
-    if args.predictive:
-        base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
-                f"--threads={args.threads}", f"--device={args.device}"]
-        r = run_one(args, base, kind="predictive")
-        what = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB of the process"
-        print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}: Predictive(model, guide=guide, "
-              f"num_samples=16, return_sites=['y', 'W2']) over {args.n_test} images: {r['seconds']:.1f} s, "
-              f"{r['peak_mb']:.0f} {what}")
-        return 0
+def guides_table(args: argparse.Namespace) -> int:
+    """The whole training step with each of ``--guides``."""
+    base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--repeats={args.repeats}",
+            f"--threads={args.threads}", f"--device={args.device}",
+            *([f"--step-data={args.step_data}"] if args.step_data else [])]
+    print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}; whole training step "
+          f"(Trainer.train_step), median of {args.repeats}\n")
+    print("| network | batch | " + " | ".join(args.guides) + " |\n|---|---|" + "---|" * len(args.guides))
+    for net in args.networks:
+        for batch in args.batches:
+            t = [run_one(args, base, kind="svi", network=net, batch=batch, guide=g)["seconds"] for g in args.guides]
+            print(f"| {net} | {batch} | " + " | ".join(f"{v:.4f} s" for v in t) + " |", flush=True)
+    return 0
+
+
+def predictive_line(args: argparse.Namespace) -> int:
+    """Time and peak memory of ``pyro.infer.Predictive`` over ``--n-test`` images."""
+    base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
+            f"--threads={args.threads}", f"--device={args.device}"]
+    r = run_one(args, base, kind="predictive")
+    what = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB of the process"
+    print(f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}: Predictive(model, guide=guide, "
+          f"num_samples=16, return_sites=['y', 'W2']) over {args.n_test} images: {r['seconds']:.1f} s, "
+          f"{r['peak_mb']:.0f} {what}")
+    return 0
+
+
+def network_table(args: argparse.Namespace, base: list[str], paths: tuple[str, ...], memory: str,
+                  profiles: list[str]) -> tuple[dict, dict]:
+    """The network's training step on every path; returns its seconds and the floor's, by (network, batch)."""
     from pyroinv.inference.benchmark import COMPILED, PATHS
 
-    paths = PATHS + ((COMPILED,) if args.compile else ())
-
-    base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
-            f"--repeats={args.repeats}", f"--threads={args.threads}", f"--device={args.device}"]
-    if args.default_malloc:
-        base.append("--default-malloc")
-    memory = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB"
-    threads = "" if args.device == "cuda" else f", {args.threads} threads"
-    print(f"{describe_device(args.device)}; torch {torch.__version__}{threads}; H={args.hidden}, S={args.samples}, "
-          f"28x28 inputs; median of {args.repeats}; "
-          f"{'default malloc' if args.default_malloc else 'freed memory kept (pyroinv.run.runtime)'}")
     print(f"\ntraining step (forward + backward of the network's log-likelihood; seconds, {memory})\n")
     compiled_ratio = " pyroinv / compiled |" if args.compile else ""
     print("| network | batch | " + " | ".join(paths) + " | naive / pyroinv | input-aug / pyroinv | pyroinv / floor |"
           + compiled_ratio)
     print("|---|---|" + "---|" * (len(paths) + 3 + bool(args.compile)))
-    profiles: list[str] = []
     network_seconds: dict[tuple[str, int], float] = {}
     floor_seconds: dict[tuple[str, int], float] = {}
     for net in args.networks:
@@ -327,6 +302,12 @@ def main(argv=None) -> int:
                   f"{t['input-aug'] / t['pyroinv']:.2f}x | {t['pyroinv'] / t['floor']:.2f}x |" + extra, flush=True)
             if "profile" in r["pyroinv"]:
                 profiles.append(f"pyroinv, {net}, batch {batch}, {r['pyroinv']['profile']}")
+    return network_seconds, floor_seconds
+
+
+def whole_step_table(args: argparse.Namespace, base: list[str], memory: str, network_seconds: dict,
+                     floor_seconds: dict, profiles: list[str]) -> None:
+    """The whole training step (``Trainer.train_step``), waited for and queued (and as a CUDA graph)."""
     cuda = args.device == "cuda"
     print(f"\nwhole training step (Trainer.train_step: Trace_ELBO, model and guide, fused Adam; seconds, {memory}): "
           f"each step waited for, and {QUEUED_STEPS} steps queued back to back as training runs them (per step)"
@@ -351,6 +332,10 @@ def main(argv=None) -> int:
                   f"{r['queued_seconds']:.4f} s | {r['queued_seconds'] / floor:.1f}x | {graphed} |", flush=True)
             if "profile" in r:
                 profiles.append(f"whole training step (queued), {net}, batch {batch}, {r['profile']}")
+
+
+def eval_table(args: argparse.Namespace, base: list[str], memory: str) -> None:
+    """Evaluation throughput of the naive and the package's path."""
     print(f"\nevaluation of {args.n_test} test images with S deterministic transforms (images per second, {memory})\n")
     print("| network | eval batch | naive (warp per batch) | pyroinv (warp once) | speed-up |\n|---|---|---|---|---|")
     for net in args.networks:
@@ -360,9 +345,64 @@ def main(argv=None) -> int:
             print(f"| {net} | {batch} | {ips['naive']:.0f} ({r['naive']['peak_mb']:.0f} MiB) | "
                   f"{ips['pyroinv']:.0f} ({r['pyroinv']['peak_mb']:.0f} MiB) | "
                   f"{ips['pyroinv'] / ips['naive']:.2f}x |", flush=True)
+
+
+def speed_tables(args: argparse.Namespace) -> int:
+    """The default report: the network's step on every path, the whole step, the evaluation."""
+    import torch
+
+    from pyroinv.inference.benchmark import COMPILED, PATHS
+
+    paths = PATHS + ((COMPILED,) if args.compile else ())
+
+    base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--n-test={args.n_test}",
+            f"--repeats={args.repeats}", f"--threads={args.threads}", f"--device={args.device}"]
+    if args.default_malloc:
+        base.append("--default-malloc")
+    memory = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB"
+    threads = "" if args.device == "cuda" else f", {args.threads} threads"
+    print(f"{describe_device(args.device)}; torch {torch.__version__}{threads}; H={args.hidden}, S={args.samples}, "
+          f"28x28 inputs; median of {args.repeats}; "
+          f"{'default malloc' if args.default_malloc else 'freed memory kept (pyroinv.run.runtime)'}")
+    profiles: list[str] = []
+    network_seconds, floor_seconds = network_table(args, base, paths, memory, profiles)
+    whole_step_table(args, base, memory, network_seconds, floor_seconds, profiles)
+    eval_table(args, base, memory)
     for text in profiles:
         print(f"\n{text}")
     return 0
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.quick:
+        args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
+        args.n_test, args.repeats = 200, 2
+    from pyroinv.inference.build import resolve_device
+    from pyroinv.errors import ConfigError
+
+    try:
+        args.device = resolve_device(args.device).type
+    except ConfigError as err:
+        sys.stderr.write(f"error: {err}\n")
+        return EXIT_USAGE
+    if args.single:
+        print(json.dumps(measure(args)))
+        return 0
+    deeper = [n for n in args.networks if n not in WEIGHT_SPACE]
+    if deeper and not args.guides:
+        sys.stderr.write(f"error: --networks {' '.join(deeper)}: only the whole training step is timed for them; "
+                         f"add --guides cholesky (and --hidden 256 for the cnn's cpu-protocol width)\n")
+        return EXIT_USAGE
+    if args.memory:
+        return memory_table(args)
+    if args.pyro_elbos:
+        return pyro_elbo_table(args)
+    if args.guides:
+        return guides_table(args)
+    if args.predictive:
+        return predictive_line(args)
+    return speed_tables(args)
 
 
 if __name__ == "__main__":
