@@ -53,8 +53,12 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, bod
     check_inputs(cfg, input_shape)
     if cfg.sampling == "deterministic":
         lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
-    invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
-                            constraint=cfg.eta_constraint, image_size=image_size)
+    try:
+        invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
+                                constraint=cfg.eta_constraint, image_size=image_size)
+    except ConfigError as err:  # the module's own words, said of the flags that set it
+        raise ConfigError(f"--init-eta {cfg.eta_human()} with --eta-constraint {cfg.eta_constraint}: {err} (init in "
+                          f"raw units: radians, normalised units, log-scale)") from None
     settings = FeatureSettings(hidden=cfg.hidden, depth=cfg.depth, channels=tuple(cfg.channels),
                                activation=cfg.activation, blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
                                rff_lengthscale=cfg.rff_lengthscale, init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)

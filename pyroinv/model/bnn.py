@@ -99,7 +99,7 @@ class InvariantBNN(PyroinvModule):
         if prior not in PRIORS:
             raise ConfigError(f"unknown prior {prior!r}; choose one of {', '.join(PRIORS)}")
         if not alpha > 0:
-            raise ConfigError(f"--alpha must be a positive prior variance, got {alpha}")
+            raise ConfigError(f"alpha must be a positive prior variance, got {alpha}")
         self.features = features
         self.num_classes = num_classes
         self.alpha = float(alpha)

@@ -71,8 +71,8 @@ class DeepMLPFeatures(PyroinvModule):
     def __init__(self, first: InvariantFeatures, depth: int = 3, init_scale: float = 1.0) -> None:
         super().__init__()
         if depth < 2:
-            raise ConfigError(f"--depth {depth}: the mlp network has at least 2 hidden layers (--network relu is the "
-                              f"paper's single one)")
+            raise ConfigError(f"depth={depth}: DeepMLPFeatures has at least 2 hidden layers (InvariantFeatures alone "
+                              f"is the paper's single one)")
         self.first = first
         H = first.hidden
         self.layers = nn.ModuleList([_relu_layer(H, H, init_scale if i == depth - 2 else 1.0)
@@ -131,11 +131,11 @@ class ConvFeatures(PyroinvModule):
         if activation not in CNN_ACTIVATIONS:
             raise ConfigError(f"--activation {activation!r} is not one of {', '.join(CNN_ACTIVATIONS)}")
         if len(input_shape) != 3:
-            raise ConfigError(f"--network cnn needs images (C, H, W), but the inputs have shape {tuple(input_shape)}; "
-                              f"use --network relu or mlp")
+            raise ConfigError(f"needs images (C, H, W), but the inputs have shape {tuple(input_shape)}; use a fully "
+                              f"connected network")
         C, h, w = input_shape
         if h < 4 or w < 4:
-            raise ConfigError(f"--network cnn pools twice and needs images of at least 4 x 4 pixels, got {h} x {w}")
+            raise ConfigError(f"pools twice and needs images of at least 4 x 4 pixels, got {h} x {w}")
         self.input_shape = tuple(input_shape)
         self.invariance = invariance
         self.hidden = hidden

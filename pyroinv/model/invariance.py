@@ -52,10 +52,10 @@ class Invariance(PyroinvModule):
             raise ConfigError(f"{preset} has {len(self.active)} generators but {len(values)} initial values were given")
         eta0 = torch.tensor(values, dtype=torch.float32)
         if constraint == "softplus" and (eta0 <= 0).any():
-            raise ConfigError("softplus-constrained eta needs a positive initial value (e.g. --init-eta 5)")
+            raise ConfigError(f"a softplus-constrained eta needs a positive initial value, got init={values}")
         if self.learn and constraint == "tanh" and (eta0.abs() >= math.pi).any():
-            raise ConfigError("tanh-constrained eta needs |initial raw value| < pi (180 degrees for rotation); start "
-                              "below it or pass --eta-constraint none")
+            raise ConfigError(f"a tanh-constrained eta needs |init| < pi (180 degrees for rotation), got init={values}; "
+                              f"start below it or use constraint='none'")
         if self.learn:
             c = {"none": constraints.real, "softplus": constraints.softplus_positive,
                  "tanh": constraints.interval(-math.pi, math.pi)}[constraint]

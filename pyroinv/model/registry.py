@@ -130,7 +130,10 @@ def build_features(name: str, input_shape: tuple[int, ...], invariance: Invarian
     """The feature map of network ``name``, its transforms on the inputs when ``on_inputs`` (or when the network
     cannot carry them on its weights)."""
     net = network(name)
-    return net.build(tuple(input_shape), invariance, settings, on_inputs or not net.weight_space)
+    try:
+        return net.build(tuple(input_shape), invariance, settings, on_inputs or not net.weight_space)
+    except ConfigError as err:  # the feature map's own words, said of the flag that chose it
+        raise ConfigError(f"--network {name} {err}") from None
 
 
 __all__ = ["CNN_ACTIVATIONS", "CNN_CHANNELS", "FeatureSettings", "NETWORKS", "Network", "build_features", "network"]
