@@ -13,6 +13,7 @@ from .model.lie import SAMPLINGS
 from .model.methods import METHODS
 from .model.objectives import LAPLACE
 from .model.bnn import AVERAGES
+from .model.precision import PRECISIONS
 from .model.registry import CNN_ACTIVATIONS, CNN_CHANNELS, NETWORKS
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -219,6 +220,9 @@ class Config:
     export_draws: int = setting(200, "W2 draws in posterior.nc (the training set's pointwise log-likelihood for "
                                 "az.loo, the test set's predictions)", "pos_int")
     seed: int = setting(0, "random seed (data subset, initialisation, sampling)", "int")
+    precision: str = setting("fp32", "the network's large products in float32, or in bfloat16 with float32 "
+                             "accumulation (bf16; everything else stays float32); auto: bf16 where the processor or "
+                             "card has native bfloat16 products", choices=PRECISIONS)
     device: str = setting("auto", "auto picks CUDA when available", choices=DEVICES)
 
     def validate(self) -> "Config":

@@ -348,7 +348,7 @@ class InvariantClassifier:
         clf.input_shape = tuple(saved["input_shape"])
         clf._device = resolve_device(device)
         pyro.set_rng_seed(cfg.seed)
-        model, guide = build_model(cfg, clf.input_shape, clf.num_classes, body, clf.transforms_on)
+        model, guide = build_model(cfg, clf.input_shape, clf.num_classes, body, clf.transforms_on, clf._device)
         try:
             model.load_state_dict(saved["model"])
             guide.load_state_dict(saved["guide"])

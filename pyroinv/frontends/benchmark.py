@@ -59,7 +59,7 @@ def _measure(args) -> dict:
     elif args.kind == "svi":
         step = svi_step_function(network=args.network, hidden=args.hidden, samples=args.samples, batch=args.batch,
                                  device=args.device, guide=args.guide, num_train=args.step_data,
-                                 cuda_graph=args.graph)
+                                 cuda_graph=args.graph, precision=args.precision)
         result = {"seconds": time_call(step, repeats=args.repeats, device=args.device),
                   "peak_mb": peak_memory_mb(args.device)}
         if args.queued:
@@ -70,7 +70,7 @@ def _measure(args) -> dict:
         return result
     elif args.kind == "step":
         fn = step_function(args.path, network=args.network, hidden=args.hidden, samples=args.samples,
-                           batch=args.batch, device=args.device)
+                           batch=args.batch, device=args.device, precision=args.precision)
         result = {}
         if args.path == COMPILED:  # its first call compiles
             result["first_call_seconds"] = time_call(fn, repeats=1, warmup=0, device=args.device)
@@ -233,6 +233,10 @@ def parser() -> argparse.ArgumentParser:
                    help="time and peak memory of pyro.infer.Predictive (16 samples of y and W2) over --n-test images")
     p.add_argument("--pyro-elbos", action="store_true",
                    help="time Pyro's own SVI step with each of Pyro's ELBOs (JIT ones too) against Trainer.train_step")
+    p.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=None,
+                   help="only the precision table: the network's step, its floor (the same product alone) and the whole "
+                        "training step in each of these precisions (--precision of svi_train.py)")
+    p.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="H=64, S=4, batch 16, 200 test images, 2 repeats")
     p.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", default="step", help=argparse.SUPPRESS)
@@ -258,6 +262,30 @@ def guides_table(args: argparse.Namespace) -> int:
         for batch in args.batches:
             t = [run_one(args, base, kind="svi", network=net, batch=batch, guide=g)["seconds"] for g in args.guides]
             print(f"| {net} | {batch} | " + " | ".join(f"{v:.4f} s" for v in t) + " |", flush=True)
+    return 0
+
+
+def precision_table(args: argparse.Namespace) -> int:
+    """The network's step, its floor and the whole training step in each of ``--precisions``, and their ratios."""
+    from pyroinv.model.precision import native_bf16
+
+    base = [f"--hidden={args.hidden}", f"--samples={args.samples}", f"--repeats={args.repeats}",
+            f"--threads={args.threads}", f"--device={args.device}"]
+    print(f"{describe_device(args.device)}; native bfloat16 products: {'yes' if native_bf16(args.device) else 'no'}; "
+          f"H={args.hidden}, S={args.samples}, 28x28 inputs; median of {args.repeats}; seconds per step\n")
+    cols = [f"{what} ({p})" for p in args.precisions for what in ("network", "floor", "whole step, queued")]
+    print("| network | batch | " + " | ".join(cols) + " | whole step / floor |\n|---|---|" + "---|" * (len(cols) + 1))
+    for net in args.networks:
+        for batch in args.batches:
+            cells, ratios = [], []
+            for precision in args.precisions:
+                kw = dict(network=net, batch=batch, precision=precision)
+                network = run_one(args, base, kind="step", path="pyroinv", **kw)["seconds"]
+                floor = run_one(args, base, kind="step", path="floor", **kw)["seconds"]
+                whole = run_one(args, base, kind="svi", queued=True, **kw)["queued_seconds"]
+                cells += [f"{network:.4f}", f"{floor:.4f}", f"{whole:.4f}"]
+                ratios.append(f"{whole / floor:.1f}x ({precision})")
+            print(f"| {net} | {batch} | " + " | ".join(cells) + f" | {', '.join(ratios)} |", flush=True)
     return 0
 
 
@@ -400,6 +428,8 @@ def main(argv=None) -> int:
         return pyro_elbo_table(args)
     if args.guides:
         return guides_table(args)
+    if args.precisions:
+        return precision_table(args)
     if args.predictive:
         return predictive_line(args)
     return speed_tables(args)

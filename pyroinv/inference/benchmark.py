@@ -33,6 +33,8 @@ from typing import Callable
 
 import torch
 
+from ..model.precision import PRODUCT_DTYPES, mm, set_product_dtype
+
 from ..model import lie
 from ..model.invariance import Invariance
 from ..model.bnn import mc_log_predictive
@@ -68,15 +70,18 @@ def _compiled(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
 
 
 def step_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
-                  batch: int = 128, device: str = "cpu") -> Callable[[], float]:
-    """A closure running one forward + backward pass on ``path``; returns the loss."""
+                  batch: int = 128, device: str = "cpu", precision: str = "fp32") -> Callable[[], float]:
+    """A closure running one forward + backward pass on ``path``; returns the loss. ``precision``: the products'
+    (:mod:`pyroinv.model.precision`; the floor's product too)."""
     feats, inv, x, y, W2, eps = _setup(network, hidden, samples, batch, device)
+    set_product_dtype(feats, precision)
+    dtype = PRODUCT_DTYPES[precision]
 
     pre_transformed = x.reshape(1, batch, -1).repeat(samples, 1, 1).requires_grad_(True)
 
     def features() -> torch.Tensor:
         if path == "floor":
-            return feats.activation(torch.matmul(pre_transformed, feats.W1.T) + feats.b1)
+            return feats.activation(mm(pre_transformed, feats.W1.T, dtype) + feats.b1)
         if path == "input-aug":
             T_inv = lie.transforms(inv.eta, -eps)  # expm(-A) = expm(A)^-1
             xs = warp_images(x.repeat(samples, 1, 1, 1), T_inv.repeat_interleave(batch, 0))
@@ -101,7 +106,7 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
 
 def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
                       device: str = "cpu", guide: str = "cholesky", num_train: int | None = None,
-                      cuda_graph: bool = False) -> Callable[..., dict]:
+                      cuda_graph: bool = False, precision: str = "fp32") -> Callable[..., dict]:
     """One full training step of :class:`pyroinv.inference.train.Trainer` (Trace_ELBO with the model, the
     guide (the paper's Cholesky guide, or a Pyro AutoGuide) and fused Adam, the paper's defaults otherwise) on
     ``num_train`` random 28x28 images (default four batches): the trainer's ``train_step(sync=True)``; with
@@ -117,7 +122,7 @@ def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 
     data = Split("random", rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, n),
                  rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10), 10)
     cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0, epochs=1000,
-                 guide=guide)
+                 guide=guide, precision=precision)
     return Trainer(cfg, data, device=device, cuda_graph=cuda_graph).train_step
 
 

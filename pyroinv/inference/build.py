@@ -20,6 +20,7 @@ from ..model.scope import local_params
 from ..model.methods import method
 from ..model.bnn import InvariantBNN
 from ..model.body import BodyFeatures
+from ..model.precision import resolve_precision, set_product_dtype
 
 
 def initial_eta(cfg: Config, image_size: int | None) -> list[float]:
@@ -41,7 +42,7 @@ def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
 
 
 def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, body: torch.nn.Module | None = None,
-                transforms_on: str = "auto") -> tuple[InvariantBNN, PyroModule]:
+                transforms_on: str = "auto", device: torch.device | str = "cpu") -> tuple[InvariantBNN, PyroModule]:
     """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
 
     The method (:mod:`pyroinv.model.methods`) picks the prior, the guide and where the transforms act; the
@@ -67,6 +68,7 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, bod
     else:
         path = "inputs" if m.transforms_on == "inputs" else transforms_on
         features = BodyFeatures(body, input_shape, invariance, path=path, blur_sigma=cfg.blur_sigma)
+    set_product_dtype(features, resolve_precision(cfg.precision, device))  # the products' dtype on ``device``
     model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
                          sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
                          average=cfg.average, estimator=m.estimator(cfg.estimator))

@@ -23,6 +23,7 @@ import torch
 from pyro.poutine.messenger import Messenger
 
 from .build import build_model, resolve_device
+from ..model.precision import resolve_precision
 from .losses import MethodLoss, method_loss
 from ..config import Config
 from ..errors import ConfigError
@@ -95,7 +96,9 @@ class Trainer:
         self.input_shape = data.input_shape
         self.num_classes = data.num_classes
         self.num_data = self.x_train.shape[0]
-        self.model, self.guide = build_model(cfg, self.input_shape, self.num_classes, body, transforms_on)
+        self.model, self.guide = build_model(cfg, self.input_shape, self.num_classes, body, transforms_on, self.device)
+        #: the precision of the network's products on this device (``cfg.precision`` with ``auto`` resolved)
+        self.precision = resolve_precision(cfg.precision, self.device)
         self.model.to(self.device)
         self.guide.to(self.device)
         #: the method's objective (:mod:`pyroinv.inference.losses`): the loss of a batch, and eta's extra gradient

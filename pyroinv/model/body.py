@@ -32,6 +32,7 @@ from .deep import with_one
 from .input_features import transformed_inputs
 from .invariance import Invariance
 from .networks import InvariantFeatures
+from .precision import products_in
 from .scope import PyroinvModule, local_params
 
 #: where the transforms act on a user's body (``InvariantClassifier(transforms_on=...)``)
@@ -131,6 +132,8 @@ class BodyFeatures(PyroinvModule):
 
     #: the transforms warp the first layer's weights (``"weights"``) or the inputs
     warps_weights = property(lambda self: self.path == "weights")
+    #: the dtype of the body's products (``None``: float32; :mod:`pyroinv.model.precision`)
+    product_dtype: torch.dtype | None = None
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The first layer's S warped weights (``"weights"``), or the transforms themselves (``"inputs"``)."""
@@ -139,13 +142,18 @@ class BodyFeatures(PyroinvModule):
     def _head(self, pre: torch.Tensor) -> torch.Tensor:
         """The rest of the body on the first layer's ``(S, B, H)`` pre-activations; ``(S, B, F + 1)``."""
         S, B, H = pre.shape
-        return with_one(self.rest(pre.reshape(S * B, H)).view(S, B, -1))
+        with products_in(self.product_dtype, pre.device.type):
+            h = self.rest(pre.reshape(S * B, H))
+        return with_one(h.to(pre.dtype).view(S, B, -1))
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         if self.path == "weights":
             return self._head(self.first.bank_pre_activations(x, bank))
         (T,) = bank
-        return with_one(self.body(transformed_inputs(x, T, self.input_shape)).view(T.shape[0], x.shape[0], -1))
+        images = transformed_inputs(x, T, self.input_shape)
+        with products_in(self.product_dtype, images.device.type):
+            h = self.body(images)
+        return with_one(h.to(images.dtype).view(T.shape[0], x.shape[0], -1))
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, F + 1)``; ``path`` is how the first layer's warp is applied (its weights or the adjoint

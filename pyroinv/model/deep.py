@@ -34,6 +34,7 @@ from .invariance import Invariance
 from .networks import InvariantFeatures
 from .scope import PyroinvModule, local_params
 from .input_features import transformed_inputs
+from .precision import products_in
 
 
 #: the CNN's two convolutions' channels by default (``--channels``)
@@ -68,6 +69,9 @@ class DeepMLPFeatures(PyroinvModule):
         init_scale: factor on the last hidden layer's initial weights.
     """
 
+    #: the dtype of the layers' products above the first (``None``: float32; :mod:`pyroinv.model.precision`)
+    product_dtype: torch.dtype | None = None
+
     def __init__(self, first: InvariantFeatures, depth: int = 3, init_scale: float = 1.0) -> None:
         super().__init__()
         if depth < 2:
@@ -93,9 +97,10 @@ class DeepMLPFeatures(PyroinvModule):
     def head(self, first_features: torch.Tensor) -> torch.Tensor:
         """The layers above the first, applied to its ``(S, B, H + 1)`` features; ``(S, B, H + 1)``."""
         h = first_features[..., :-1]
-        for layer in self.layers:
-            h = torch.relu(layer(h))
-        return with_one(h)
+        with products_in(self.product_dtype, h.device.type):
+            for layer in self.layers:
+                h = torch.relu(layer(h))
+        return with_one(h.to(first_features.dtype))
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The first layer's bank (its S warped weight copies, or the transforms)."""
@@ -124,6 +129,8 @@ class ConvFeatures(PyroinvModule):
     #: the transforms act on the inputs: there are no warped filters to plot
     warps_weights = False
     is_image = True
+    #: the dtype of the convolutions' and the layer's products (``None``: float32; :mod:`pyroinv.model.precision`)
+    product_dtype: torch.dtype | None = None
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 256,
                  channels: tuple[int, int] = CNN_CHANNELS, init_scale: float = 1.0, activation: str = "relu") -> None:
@@ -173,7 +180,10 @@ class ConvFeatures(PyroinvModule):
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         (T,) = bank
-        return with_one(self.body(transformed_inputs(x, T, self.input_shape)).view(T.shape[0], x.shape[0], self.hidden))
+        images = transformed_inputs(x, T, self.input_shape)
+        with products_in(self.product_dtype, images.device.type):
+            h = self.body(images)
+        return with_one(h.to(images.dtype).view(T.shape[0], x.shape[0], self.hidden))
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)``; ``path`` (how a weight warp is applied) does not apply here."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .networks import InvariantFeatures
+from .precision import mm
 from .warp import warp_images
 
 
@@ -46,7 +47,7 @@ class InputAugmentedFeatures(InvariantFeatures):
                                     T: torch.Tensor) -> torch.Tensor:
         """``W1 (T_i x) + b1``, shape ``(S, B, H)``."""
         xs = transformed_inputs(x, T, self.input_shape)
-        return torch.matmul(xs.reshape(T.shape[0], x.shape[0], -1), W.T) + b
+        return mm(xs.reshape(T.shape[0], x.shape[0], -1), W.T, self.product_dtype) + b
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:
         """Features ``(S, B, H + 1)``; ``path`` (how a weight warp is applied) does not apply here."""

@@ -30,6 +30,7 @@ from .scope import PyroinvModule
 from ..errors import ConfigError
 from .invariance import Invariance
 from . import kernels
+from .precision import mm
 from .warp import gaussian_blur, jacobian, warp_coordinate_weights, warp_weight_bank
 
 #: the activations of the shallow network (the networks themselves are :data:`pyroinv.model.registry.NETWORKS`)
@@ -56,6 +57,8 @@ class InvariantFeatures(PyroinvModule):
 
     #: the transforms warp the weight images (input-space augmentation lives in :mod:`pyroinv.model.input_features`)
     warps_weights = True
+    #: the dtype of the first layer's product (``None``: float32; :mod:`pyroinv.model.precision`)
+    product_dtype: torch.dtype | None = None
 
     def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,
                  network: str = "relu", blur_sigma: float = 0.1, rff_sigma: float = 0.3,
@@ -109,11 +112,11 @@ class InvariantFeatures(PyroinvModule):
     def bank_pre_activations(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Pre-activations ``(S, B, H)``, ``(W1 o T_i) x + b1``, of inputs ``x`` under a precomputed weight bank."""
         W, b = bank
-        return torch.matmul(x.reshape(x.shape[0], -1), W.transpose(1, 2)) + b.unsqueeze(1)
+        return mm(x.reshape(x.shape[0], -1), W.transpose(1, 2), self.product_dtype) + b.unsqueeze(1)
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
-        if kernels.enabled() and not torch.is_grad_enabled():
+        if kernels.enabled() and not torch.is_grad_enabled() and self.product_dtype is None:
             W, b = bank
             return kernels.features_no_grad(x.reshape(x.shape[0], -1), W, b, self.network, self.rff_scale)
         return self.activation(self.bank_pre_activations(x, bank))
@@ -142,7 +145,9 @@ class InvariantFeatures(PyroinvModule):
         S, B = T.shape[0], x.shape[0]
         xt = kernels.warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
         if self.jacobian:
-            return torch.mm(xt, W.T).view(S, B, self.hidden) * jacobian(T).view(S, 1, 1) + self.b1
+            return mm(xt, W.T, self.product_dtype).view(S, B, self.hidden) * jacobian(T).view(S, 1, 1) + self.b1
+        if self.product_dtype is not None:
+            return (mm(xt, W.T, self.product_dtype) + self.b1).view(S, B, self.hidden)
         return torch.addmm(self.b1, xt, W.T).view(S, B, self.hidden)
 
     def forward(self, x: torch.Tensor, T: torch.Tensor, path: str = "auto") -> torch.Tensor:

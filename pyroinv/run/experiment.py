@@ -37,6 +37,7 @@ from .folder import CHECKPOINT, CONFIG, DONE, FOREIGN, METRICS, RESUMABLE, UNSTA
 from .lock import RunLock
 from ..inference.train import Trainer
 from ..model.autoguides import AutoW2Guide
+from ..model.precision import native_bf16
 
 log = logging.getLogger("pyroinv")
 
@@ -102,8 +103,11 @@ class FolderWriter(FitCallbacks):
             log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
         else:
             self.folder.start(self.cfg, trainer.input_shape, trainer.num_classes, trainer.num_data)
-        log.info("device %s, %d steps (%d epochs x %d)%s", trainer.device, trainer.total_steps, trainer.epochs,
-                 trainer.steps_per_epoch, "; full batches replayed as a CUDA graph" if trainer.graph is not None else "")
+        log.info("device %s, %d steps (%d epochs x %d), products in %s%s%s", trainer.device, trainer.total_steps,
+                 trainer.epochs, trainer.steps_per_epoch, trainer.precision,
+                 f" ({self.cfg.precision}: native bfloat16 products {'found' if native_bf16(trainer.device) else 'not found'})"
+                 if self.cfg.precision == "auto" else "",
+                 "; full batches replayed as a CUDA graph" if trainer.graph is not None else "")
         try:
             self.metrics = open(self.folder / METRICS, "a")
         except OSError as err:
@@ -319,7 +323,8 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
         steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
         train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
         device_name=device_name(trainer.device), inactive_units=e.units, eval_phases_s=e.phases,
-        graph_replays=trainer.graph_replays, warnings=[at_chance] if at_chance else [], **e.evidence, **e.valid))
+        graph_replays=trainer.graph_replays, precision=trainer.precision, warnings=[at_chance] if at_chance else [],
+        **e.evidence, **e.valid))
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if at_chance:

@@ -98,6 +98,8 @@ class RunResults:
     #: training steps replayed as a CUDA graph by the process that finished the run
     #: (:mod:`pyroinv.inference.step_graph`; 0: every step eager, as on a CPU)
     graph_replays: int | None = None
+    #: the precision the network's products ran in (``fp32`` or ``bf16``: ``--precision`` with ``auto`` resolved)
+    precision: str | None = None
     #: one line for each thing a user should know about the result (:mod:`pyroinv.run.fit_check`)
     warnings: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -271,7 +273,7 @@ def load_run(out: str | Path, device: str | torch.device = "cpu", input_shape: t
     state, _ = folder.load_checkpoint(device)
     shape, num_classes = _shape_and_classes(folder, state, input_shape, cfg.dataset)
     pyro.set_rng_seed(cfg.seed)
-    model, guide = build_model(cfg, shape, num_classes)
+    model, guide = build_model(cfg, shape, num_classes, device=device)
     model.load_state_dict(state["model"])
     guide.load_state_dict(state["guide"])
     return cfg, model.to(device), guide.to(device), int(state["step"])

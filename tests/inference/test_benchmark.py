@@ -80,3 +80,14 @@ def test_benchmark_times_the_cnn_s_whole_step_and_refuses_its_path_table():
     assert float(row.split(" | ")[2].removesuffix(" s |").removesuffix(" s")) > 0
     refused = subprocess.run(script, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--guides cholesky" in refused.stderr
+
+
+def test_benchmark_precision_table_quick():
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "relu",
+                          "--precisions", "fp32", "bf16"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "native bfloat16 products: " in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| relu | 16 | "))
+    cells = row.strip("| ").split(" | ")
+    assert len(cells) == 2 + 6 + 1 and all(float(c) > 0 for c in cells[2:8])
+    assert cells[-1].endswith("(bf16)")

@@ -328,3 +328,20 @@ def test_evaluation_can_take_the_transforms_on_a_grid(script_run, cache_dir):
     assert abs(grid["test_nll"] - many["test_nll"]) < abs(few["test_nll"] - many["test_nll"])
     with pytest.raises(ConfigError, match="unknown sampling 'grid'"):
         evaluate_run(out, cache_dir=str(cache_dir), test_size=size, device="cpu", sampling="grid")
+
+
+def test_the_precision_is_recorded_in_the_config_and_the_results(tmp_path, cache_dir, mnist, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="pyroinv")
+    res = run_experiment(tiny_config(precision="bf16"), tmp_path / "bf16", cache_dir=cache_dir, progress=False,
+                         quiet=True)
+    assert res["precision"] == "bf16"
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text())["precision"] == "bf16"
+    assert "products in bf16" in caplog.text
+    auto = run_experiment(tiny_config(precision="auto"), tmp_path / "auto", cache_dir=cache_dir, progress=False,
+                          quiet=True)
+    from pyroinv.model.precision import native_bf16
+
+    assert auto["precision"] == ("bf16" if native_bf16("cpu") else "fp32")
+    assert "(auto: native bfloat16 products" in caplog.text
