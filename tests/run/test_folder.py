@@ -15,7 +15,7 @@ COMMON = ("dataset", "invariance", "network", "inference", "test_accuracy", "tes
           "train_loglik_per_datapoint", "eta", "eta_human", "learned_invariance", "steps", "train_size", "test_size",
           "train_wall_time_s", "eval_wall_time_s", "device", "device_name", "laplace_per_datapoint",
           "laplace_full_per_datapoint", "laplace_layers_per_datapoint", "prior_precisions", "valid_accuracy", "valid_nll",
-          "valid_size", "inactive_units", "eval_phases_s", "graph_replays", "warnings", "versions")
+          "valid_size", "inactive_units", "eval_phases_s", "graph_replays", "precision", "warnings", "versions")
 
 
 @pytest.fixture(scope="module")
