@@ -35,7 +35,7 @@ from ..inference.train import Trainer
 from ..model import lie
 from ..model.body import BODY_PATHS
 from ..model.scope import local_params
-from .inputs import input_tensor, training_split
+from .inputs import arrays, as_tensor, input_tensor, training_split
 from .loop import FitCallbacks, train_loop
 
 #: the format tag of :meth:`InvariantClassifier.save`'s files
@@ -269,7 +269,10 @@ class InvariantClassifier:
         """``log p(y | x, D)`` of every class, ``(N, K)``: the posterior predictive, ``draws`` draws of ``W2``
         (default ``eval_draws``) times S transforms averaged in probability."""
         self._require_fitted("predict_log_proba")
-        xt = input_tensor(x, self.input_shape, self._device)
+        return self._log_proba(input_tensor(x, self.input_shape, self._device), draws)
+
+    @torch.no_grad()
+    def _log_proba(self, xt: torch.Tensor, draws: int | None) -> torch.Tensor:
         was_training = self._model.training
         self._model.eval()
         try:
@@ -289,19 +292,18 @@ class InvariantClassifier:
 
     def evaluate(self, x: Any, y: Any = None, draws: int | None = None) -> dict[str, float]:
         """``accuracy`` and ``nll`` (per example) of the posterior predictive on labelled data."""
-        from .inputs import arrays
-
         xa, ya = arrays(x, y, "x")
         if ya is None:
             raise ConfigError("evaluate needs labels: evaluate(x, y), or a Dataset or DataLoader of pairs")
-        return classification_metrics(self.predict_log_proba(xa, draws), torch.as_tensor(ya))
+        self._require_fitted("evaluate")
+        log_probs = self._log_proba(as_tensor(xa, self.input_shape, self._device), draws)
+        return classification_metrics(log_probs, torch.as_tensor(ya))
 
     def to_inference_data(self, x_test: Any = None, y_test: Any = None, draws: int | None = None):
         """ArviZ ``InferenceData`` as the command line's ``posterior.nc``: ``W2`` draws (per-class norms),
         the training set's pointwise log-likelihood (``az.loo``) and, given ``(x_test, y_test)``, the test set's
         predictions; ``eta`` in ``constant_data``. The training data are those of the last :meth:`fit`."""
         from ..inference.arviz_export import export_data
-        from .inputs import arrays
 
         self._require_fitted("to_inference_data")
         if self.trainer is None:
@@ -314,7 +316,7 @@ class InvariantClassifier:
             xa, ya = arrays(x_test, y_test, "x_test")
             if ya is None:
                 raise ConfigError("to_inference_data needs the test labels with x_test")
-            x, y = input_tensor(xa, self.input_shape, self._device), torch.as_tensor(ya, device=self._device)
+            x, y = as_tensor(xa, self.input_shape, self._device), torch.as_tensor(ya, device=self._device)
         with local_params(), torch.no_grad():
             return export_data(self._model, self._guide, x_train, y_train, x, y, draws or self.config.export_draws,
                                seed=self.config.seed)

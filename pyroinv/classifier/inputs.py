@@ -81,7 +81,11 @@ def training_split(x: Any, y: Any = None, valid: Any = None, num_classes: int | 
 def input_tensor(x: Any, input_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """Inputs to predict on, as float tensors on ``device`` (images scaled to [0, 1]); their shape must be the
     training inputs'."""
-    xa, _ = arrays(x, key="x")
+    return as_tensor(arrays(x, key="x")[0], input_shape, device)
+
+
+def as_tensor(xa: np.ndarray, input_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """Checked input arrays (:func:`arrays`) as float tensors on ``device``; their shape must be the training's."""
     if tuple(xa.shape[1:]) != tuple(input_shape):
         raise DataError(f"x has examples of shape {tuple(xa.shape[1:])} but the classifier was fitted on "
                         f"{tuple(input_shape)}; give inputs of the training shape")
@@ -89,4 +93,4 @@ def input_tensor(x: Any, input_shape: tuple[int, ...], device: torch.device) -> 
     return (xt.float() / 255.0 if xt.dtype == torch.uint8 else xt.float()).to(device)
 
 
-__all__ = ["arrays", "input_tensor", "training_split"]
+__all__ = ["arrays", "as_tensor", "input_tensor", "training_split"]
