@@ -117,6 +117,9 @@ class Config:
       unbounded ``eta_rot`` passes 180° and covers the circle twice).
     * ``w1_init_scale=0.15``: ``W1`` started at 0.15 x Xavier, so that ``||phi|| ~ 1`` and q's noise at
       ``L = I`` is about one nat of logit rather than seven.
+    * ``w1_lr=None``: the network's own weights (``W1``, a deeper network's hidden layers, a user's body) at
+      ``lr``, as in the paper. A value steps them at their own rate: with ``W1 = c W'`` (``W'`` Xavier) Adam at
+      rate ``r`` on ``W1`` is Adam at ``r / c`` on ``W'`` with a fixed factor ``c`` on the features.
     * ``eta_warmup=0``: ``eta`` learns from the first step, as in the paper. A positive value holds ``eta`` at
       its start for that many epochs while the network fits, then lets it learn (a probe of Figure 6: what
       each objective prefers once the fit no longer needs the transient help of averaged random features; LILA's
@@ -199,6 +202,9 @@ class Config:
     eta_lr: float | None = setting(0.05, "Adam learning rate of the invariance parameters eta, cosine-annealed with "
                                    "the rest; the paper uses --lr for every parameter (pass the same value for "
                                    "that)", "pos_float")
+    w1_lr: float | None = setting(None, "Adam learning rate of the network's own weights (W1, and every hidden layer "
+                                  "or your own body's), cosine-annealed with the rest; unset: --lr, the paper's "
+                                  "single rate", "pos_float")
     eta_warmup: int = setting(0, "epochs during which eta is held at its start while the network fits, before it "
                               "learns (0: from the first step, the paper)", "count", unit="epochs")
     laplace_layers: str = setting("last", "--inference laplace only: the Laplace evidence of the output layer W2 "

@@ -54,7 +54,7 @@ def metrics_record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
 
 
 def regime(r: dict[str, Any]) -> str:
-    """``KL/N 0.018 q 0.97 |mu| 36.1``: the diagnostics of a metrics record, as the progress line shows them."""
+    """``KL/N 0.018 q 0.97 |mu| 36.1 off 12%``: the diagnostics of a metrics record, as the progress line shows them."""
     parts = []
     if "kl_per_datapoint" in r:
         parts.append(f"KL/N {r['kl_per_datapoint']:.3f}")
@@ -63,6 +63,8 @@ def regime(r: dict[str, Any]) -> str:
     if "q_scale" in r:
         parts.append(f"q {r['q_scale']:.2f}")
     parts.append(f"|mu| {r['mu_norm']:.1f}")
+    if "inactive_units" in r:
+        parts.append(f"off {100 * r['inactive_units']:.0f}%")
     return " ".join(parts)
 
 

@@ -30,12 +30,15 @@ from ..errors import ConfigError
 from ..data.splits import Split
 from ..model.methods import method
 from ..model.scope import local_params
+from .evaluate import inactive_units
 from .step_graph import CudaGraph, GraphedStep, Recorder, enabled_by_environment
 
 log = logging.getLogger("pyroinv")
 
 #: "no non-finite loss yet" (a step number no run reaches)
 _NEVER = 2 ** 62
+#: the training images on which each metrics record counts the inactive units (:meth:`Trainer.inactive_units`)
+UNIT_PROBE_IMAGES = 512
 
 
 def run_length(num_data: int, batch_size: int, epochs: int, min_steps: int = 0) -> tuple[int, int]:
@@ -137,10 +140,13 @@ class Trainer:
 
     def param_groups(self) -> list[dict]:
         """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
-        invariance ``eta`` at ``cfg.eta_lr``, the rest (``W1``, ``b1``, the scale of q) at ``cfg.lr``
-        (``None``: ``cfg.lr``, the paper's single rate)."""
-        own = [(list(self.guide.mean_parameters()), self.cfg.mean_lr),
-               (list(self.model.invariance.parameters()), self.cfg.eta_lr)]
+        invariance ``eta`` at ``cfg.eta_lr``, the network's own weights at ``cfg.w1_lr``, the rest (the scale of
+        q, and the weights where ``w1_lr`` is unset) at ``cfg.lr`` (``None``: ``cfg.lr``, the paper's single rate)."""
+        eta = list(self.model.invariance.parameters())
+        own = [(list(self.guide.mean_parameters()), self.cfg.mean_lr), (eta, self.cfg.eta_lr)]
+        if self.cfg.w1_lr is not None:
+            skip = {id(p) for p in eta}
+            own.append(([p for p in self.model.features.parameters() if id(p) not in skip], self.cfg.w1_lr))
         taken = {id(p) for params, _ in own for p in params}
         groups = [{"params": [p for p in self.loss_fn.parameters() if id(p) not in taken]}]
         for params, lr in own:
@@ -261,13 +267,23 @@ class Trainer:
         diagonal of the ``L_c``; 1 at ``L = I``) and ``mu_norm`` (``||mu||``, or ``||W2_hat||`` of a point guide).
 
         A collapsed q shows as ``q_scale`` far below 1 with KL/N of tenths of a nat; the regime in which the
-        ELBO rewards invariance keeps ``q_scale`` near 1 and KL/N at hundredths.
+        ELBO rewards invariance keeps ``q_scale`` near 1 and KL/N at hundredths. ``inactive_units``: the share of
+        the last hidden layer that is zero on the first :data:`UNIT_PROBE_IMAGES` training images under one draw
+        of S transforms (:meth:`inactive_units`).
         """
         out = dict(self.guide.diagnostics())
+        out["inactive_units"] = self.inactive_units()
         if method(self.cfg.inference).bayesian:
             out["kl_per_datapoint"] = float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
         out.update(self.loss_fn.diagnostics())
         return out
+
+    def inactive_units(self) -> float:
+        """:func:`~pyroinv.inference.evaluate.inactive_units` on the first :data:`UNIT_PROBE_IMAGES` training
+        images, with the random state forked so that the run's own draws are those of a run that never asks."""
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            return inactive_units(self.model, self.x_train[:UNIT_PROBE_IMAGES])
 
     def eta(self) -> torch.Tensor:
         return self.model.invariance.eta.detach().cpu()

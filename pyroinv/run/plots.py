@@ -60,7 +60,8 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
 
 #: the regime panels of ``curves.png``: metrics key, axis label
 REGIME_PANELS = (("kl_per_datapoint", "KL(q || p) / N"), ("q_scale", "scale of q (mean diagonal of L)"),
-                 ("mu_norm", "||mu|| (||W2|| for a point estimate)"))
+                 ("mu_norm", "||mu|| (||W2|| for a point estimate)"),
+                 ("inactive_units", "inactive units (share of the last hidden layer)"))
 
 
 def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0") -> None:
@@ -74,19 +75,19 @@ def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0")
 
 
 def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N (minibatch estimate)") -> None:
-    """Six panels against the training step: the objective per data point (``-loss / N``), the training-batch
+    """Seven panels against the training step: the objective per data point (``-loss / N``), the training-batch
     NLL, the regime of q (KL/N, its scale, ``||mu||``: a collapsed q shows as a scale far below 1 with a
-    large KL) and the learning rate. A diagnostic that a record does not hold (a point estimate has no
+    large KL), the share of inactive hidden units and the learning rate. A diagnostic that a record does not hold (a point estimate has no
     KL or scale) leaves its panel saying so."""
     steps = [r["step"] for r in records]
-    fig = Figure(figsize=(13, 6.4))
-    axes = fig.subplots(2, 3).ravel()
+    fig = Figure(figsize=(17, 6.4))
+    axes = fig.subplots(2, 4).ravel()
     for ax, key, label in ((axes[0], "elbo_per_datapoint", objective), (axes[1], "nll", "training-batch NLL")):
         _smoothed(ax, steps, torch.tensor([r[key] for r in records], dtype=torch.float64))
         ax.set_ylabel(label)
     lo = min(float(torch.tensor([r["elbo_per_datapoint"] for r in records]).quantile(0.05)), -0.05)
     axes[0].set_ylim(lo * 1.1, 0)
-    for ax, (key, label) in zip(axes[2:5], REGIME_PANELS):
+    for ax, (key, label) in zip(axes[2:6], REGIME_PANELS):
         have = [(s, r[key]) for s, r in zip(steps, records) if key in r]
         if have:
             ax.plot([s for s, _ in have], [v for _, v in have], color="C1", lw=1.5)
@@ -94,9 +95,10 @@ def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N 
             ax.text(0.5, 0.5, "not recorded for this run", ha="center", va="center", transform=ax.transAxes)
         ax.set_ylabel(label)
     axes[3].axhline(1.0, color="grey", lw=0.8, ls="--")  # the prior's scale (alpha = 1) and the paper's L = I
-    axes[5].plot(steps, [r["lr"] for r in records], color="C2")
-    axes[5].set_ylabel("--lr, cosine-annealed (mu, eta: their own)")
-    for ax in axes:
+    axes[6].plot(steps, [r["lr"] for r in records], color="C2")
+    axes[6].set_ylabel("--lr, cosine-annealed (mu, eta: their own)")
+    axes[7].axis("off")
+    for ax in axes[:7]:
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
     fig.tight_layout()

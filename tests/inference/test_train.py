@@ -48,8 +48,22 @@ def test_fixed_eta_has_no_group_and_diagnostics_report_the_regime():
     d = tr.diagnostics()
     assert d["q_scale"] == pytest.approx(1.0, rel=1e-5)  # the paper's L = I
     assert d["mu_norm"] == 0.0 and d["kl_per_datapoint"] == pytest.approx(0.0, abs=1e-6)
+    assert 0.0 <= d["inactive_units"] <= 1.0
     d = _trainer(inference="map").diagnostics()
-    assert set(d) == {"mu_norm"}
+    assert set(d) == {"mu_norm", "inactive_units"}
+
+
+def test_the_network_weights_take_their_own_rate_and_the_unit_probe_leaves_the_draws_alone():
+    tr = _trainer(lr=1e-3, mean_lr=0.05, eta_lr=0.02, w1_lr=2e-4)
+    groups = tr.optimizer.param_groups
+    assert [g["lr"] for g in groups] == [1e-3, 0.05, 0.02, 2e-4]
+    assert [p is tr.model.features.W1 or p is tr.model.features.b1 for p in groups[3]["params"]] == [True, True]
+    assert not any(p is tr.model.features.W1 for p in groups[0]["params"])
+    n = sum(p.numel() for g in groups for p in g["params"])
+    assert n == sum(p.numel() for p in tr.loss_fn.parameters())
+    before = torch.get_rng_state()
+    tr.inactive_units()
+    assert torch.equal(torch.get_rng_state(), before)
 
 
 def test_observed_site_reads_the_batch_nll_off_the_elbo_pass():
