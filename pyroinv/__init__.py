@@ -11,6 +11,7 @@ The public entry points, importable from the package itself::
     from pyroinv import InvariantClassifier                  # the library: any body, any data
     from pyroinv import Config, run_experiment, run_or_load, load_run, evaluate_run, eta_profile  # run folders
 """
+
 __version__ = "0.1.0"
 
 from .classifier import InvariantClassifier  # noqa: E402

@@ -5,6 +5,7 @@ Commands: ``train`` (as ``scripts/svi_train.py``), ``evaluate`` (``scripts/evalu
 takes its script's flags. The
 reproduction runner starts its cells this way, so a Dask worker needs the installed package, not a checkout.
 """
+
 from __future__ import annotations
 
 import sys
@@ -52,8 +53,13 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
 
 
 def usage() -> str:
-    return "usage: pyroinv {" + ",".join(COMMANDS) + "} ...  (" + "; ".join(
-        f"{name}: {summary}" for name, (_, summary) in COMMANDS.items()) + "; COMMAND --help for its flags)"
+    return (
+        "usage: pyroinv {"
+        + ",".join(COMMANDS)
+        + "} ...  ("
+        + "; ".join(f"{name}: {summary}" for name, (_, summary) in COMMANDS.items())
+        + "; COMMAND --help for its flags)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,8 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(usage(), file=sys.stdout if args else sys.stderr)
         return 0 if args else 2
     if args[0] not in COMMANDS:
-        sys.stderr.write(f"error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)} "
-                         f"(see pyroinv --help)\n")
+        sys.stderr.write(
+            f"error: unknown command {args[0]!r}; choose one of {', '.join(COMMANDS)} (see pyroinv --help)\n"
+        )
         return 2
     return COMMANDS[args[0]][0](args[1:])
 

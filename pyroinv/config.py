@@ -1,4 +1,5 @@
 """Run configuration, with the paper's hyper-parameters as defaults (§4)."""
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,16 @@ NETWORK_FIELDS = {"depth": "mlp", "channels": "cnn", "activation": "cnn"}
 KINDS = ("choice", "pos_int", "count", "int", "pos_float", "nonneg_float", "float", "bool", "str")
 
 
-def setting(default: Any, help: str, kind: str | None = None, *, choices: tuple[str, ...] | None = None,
-            nargs: int | str | None = None, metavar: tuple[str, ...] | None = None, unit: str | None = None) -> Any:
+def setting(
+    default: Any,
+    help: str,
+    kind: str | None = None,
+    *,
+    choices: tuple[str, ...] | None = None,
+    nargs: int | str | None = None,
+    metavar: tuple[str, ...] | None = None,
+    unit: str | None = None,
+) -> Any:
     """A :class:`Config` field with what the command line and :meth:`Config.validate` read off it: its ``help``,
     its ``kind`` (:data:`KINDS`; ``choice`` with ``choices``), ``nargs`` / ``metavar`` for several values, the
     ``unit`` of a count. One owner for each flag's text and each value's rule."""
@@ -49,9 +58,17 @@ def flag(name: str) -> str:
 
 
 _WORDS = {2: "two", 3: "three"}
-_NOUNS = {"pos_int": "positive integers", "count": "whole numbers", "int": "integers", "pos_float": "positive numbers",
-          "nonneg_float": "non-negative numbers", "float": "numbers", "choice": "choices", "bool": "booleans",
-          "str": "strings"}
+_NOUNS = {
+    "pos_int": "positive integers",
+    "count": "whole numbers",
+    "int": "integers",
+    "pos_float": "positive numbers",
+    "nonneg_float": "non-negative numbers",
+    "float": "numbers",
+    "choice": "choices",
+    "bool": "booleans",
+    "str": "strings",
+}
 
 
 def _number(value: Any) -> bool:
@@ -72,8 +89,9 @@ def check_value(name: str, value: Any, meta: Any) -> None:
             for v in value:
                 check_value(name, v, {**meta, "nargs": None})
         except ConfigError:
-            raise ConfigError(f"{where} takes {_WORDS.get(nargs, nargs)} {_NOUNS[kind]} ({meta['help']}), got "
-                              f"{value!r}") from None
+            raise ConfigError(
+                f"{where} takes {_WORDS.get(nargs, nargs)} {_NOUNS[kind]} ({meta['help']}), got {value!r}"
+            ) from None
         return
     if nargs is not None and isinstance(value, (list, tuple)):
         for v in value:
@@ -152,83 +170,155 @@ class Config:
     on the *inputs*, W2 is a point estimate, and the loss is ``CE - width_weight * ||eta||_2``.
     """
 
-    dataset: str = setting("mnist-rot", "mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, "
-                           "mnist-scale, mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, "
-                           "or a path to an .npz")
-    invariance: str = setting("rotation", "which generators eta may use: rotation (eta3), translation (eta1, eta2), "
-                              "scale (eta4, eta5), affine (all six), isotropic-scale (eta4 = eta5, one draw for x and "
-                              "y), similarity (translation, rotation, isotropic scale) or none",
-                              choices=tuple(lie.PRESETS))
-    network: str = setting("relu", "; ".join(f"{n.name}: {n.summary}" for n in NETWORKS.values()),
-                           choices=tuple(NETWORKS))
-    inference: str = setting("vi", "; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()),
-                             choices=tuple(METHODS))
+    dataset: str = setting(
+        "mnist-rot",
+        "mnist, mnist-rot (fully rotated), mnist-rot90 (partially), mnist-trans, "
+        "mnist-scale, mnist-rot-trans, mnist-rot-scale, mnist-trans-scale, the same for cifar10-*, "
+        "or a path to an .npz",
+    )
+    invariance: str = setting(
+        "rotation",
+        "which generators eta may use: rotation (eta3), translation (eta1, eta2), "
+        "scale (eta4, eta5), affine (all six), isotropic-scale (eta4 = eta5, one draw for x and "
+        "y), similarity (translation, rotation, isotropic scale) or none",
+        choices=tuple(lie.PRESETS),
+    )
+    network: str = setting(
+        "relu", "; ".join(f"{n.name}: {n.summary}" for n in NETWORKS.values()), choices=tuple(NETWORKS)
+    )
+    inference: str = setting(
+        "vi", "; ".join(f"{m.name}: {m.summary}" for m in METHODS.values()), choices=tuple(METHODS)
+    )
     elbo: str = setting("trace", "Trace_ELBO (sampled KL) or the closed-form KL (TraceMeanField_ELBO)", choices=ELBOS)
-    estimator: str = setting("local", "vi only: estimate the expected log-likelihood with a W2 draw per example "
-                             "(local) or one per batch (shared, the paper's L = 1); both are unbiased for the same "
-                             "ELBO, local has far less gradient noise", choices=ESTIMATORS)
-    average: str = setting("logits", "average the S transforms' probabilities (probs, eq. f-estimate) or their logits "
-                           "inside the softmax (logits, Appendix A)", choices=AVERAGES)
+    estimator: str = setting(
+        "local",
+        "vi only: estimate the expected log-likelihood with a W2 draw per example "
+        "(local) or one per batch (shared, the paper's L = 1); both are unbiased for the same "
+        "ELBO, local has far less gradient noise",
+        choices=ESTIMATORS,
+    )
+    average: str = setting(
+        "logits",
+        "average the S transforms' probabilities (probs, eq. f-estimate) or their logits "
+        "inside the softmax (logits, Appendix A)",
+        choices=AVERAGES,
+    )
     hidden: int = setting(1024, "hidden units H (of each layer)", "pos_int")
     depth: int = setting(3, "--network mlp only: hidden layers (at least 2)", "pos_int")
-    channels: list[int] = setting(list(CNN_CHANNELS), "--network cnn only: channels of its two convolutions",
-                                  "pos_int", nargs=2, metavar=("C1", "C2"))
-    activation: str = setting("relu", "--network cnn only: its units, relu or tanh (LILA's LeNet has tanh units)",
-                              choices=tuple(CNN_ACTIVATIONS))
+    channels: list[int] = setting(
+        list(CNN_CHANNELS),
+        "--network cnn only: channels of its two convolutions",
+        "pos_int",
+        nargs=2,
+        metavar=("C1", "C2"),
+    )
+    activation: str = setting(
+        "relu",
+        "--network cnn only: its units, relu or tanh (LILA's LeNet has tanh units)",
+        choices=tuple(CNN_ACTIVATIONS),
+    )
     samples: int = setting(32, "transforms S per forward pass", "pos_int")
     sampling: str = setting("stochastic", "eps ~ U[-1,1]^k or a linspace grid", choices=SAMPLINGS)
     init_eta: float | list[float] | None = setting(
-        None, "initial eta (default: near none, ±0.5 px, ±5°, ×exp(±0.05), shear 0.05): degrees (rotation), pixels "
+        None,
+        "initial eta (default: near none, ±0.5 px, ±5°, ×exp(±0.05), shear 0.05): degrees (rotation), pixels "
         "(translation), log-scale (scale, shear); one value for every generator, or one per generator in the order "
-        "x px, y px, degrees, log-scale x, log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)", "float",
-        nargs="+")
+        "x px, y px, degrees, log-scale x, log-scale y, shear (e.g. affine: 0.5 0.5 5 0.05 0.05 0.05)",
+        "float",
+        nargs="+",
+    )
     fixed_eta: float | None = setting(None, "hold eta fixed at this value (same units); not learned", "float")
     eta_constraint: str = setting("tanh", "optional constraint on eta (Appendix E)", choices=CONSTRAINTS)
     epochs: int = setting(10, "passes over the training set", "pos_int")
-    min_steps: int = setting(0, "train for at least this many steps (whole epochs): more passes over a small "
-                             "training set", "count", unit="steps")
+    min_steps: int = setting(
+        0,
+        "train for at least this many steps (whole epochs): more passes over a small training set",
+        "count",
+        unit="steps",
+    )
     batch_size: int = setting(128, "minibatch size M", "pos_int")
     lr: float = setting(1e-3, "Adam learning rate, cosine-annealed to 0", "pos_float")
     alpha: float = setting(1.0, "prior variance of W2", "pos_float")
     guide_init_scale: float = setting(1.0, "initial diagonal of the Cholesky factors of q (paper: 1)", "pos_float")
-    guide: str = setting("cholesky", "vi only: q(W2) per class with a full Cholesky factor (cholesky, the paper's), "
-                         "or Pyro's AutoNormal (autonormal, mean-field) or AutoLowRankMultivariateNormal "
-                         "(autolowrank)", choices=GUIDES)
-    w1_init_scale: float = setting(0.15, "ReLU only: factor on the Xavier-uniform initial W1 (paper: Xavier, 1)",
-                                   "pos_float")
-    mean_lr: float | None = setting(0.05, "Adam learning rate of the output layer's mean (mu of q, or the point W2), "
-                                    "cosine-annealed with the rest; the paper uses --lr for every parameter (pass "
-                                    "the same value for that)", "pos_float")
-    eta_lr: float | None = setting(0.05, "Adam learning rate of the invariance parameters eta, cosine-annealed with "
-                                   "the rest; the paper uses --lr for every parameter (pass the same value for "
-                                   "that)", "pos_float")
-    w1_lr: float | None = setting(None, "Adam learning rate of the network's own weights (W1, and every hidden layer "
-                                  "or your own body's), cosine-annealed with the rest; unset: --lr, the paper's "
-                                  "single rate", "pos_float")
-    eta_warmup: int = setting(0, "epochs during which eta is held at its start while the network fits, before it "
-                              "learns (0: from the first step, the paper)", "count", unit="epochs")
-    laplace_layers: str = setting("last", "--inference laplace only: the Laplace evidence of the output layer W2 "
-                                  "(last), or of every fully connected layer with learned prior precisions (all, "
-                                  "LILA's scope; relu and mlp)", choices=LAPLACE_LAYERS)
+    guide: str = setting(
+        "cholesky",
+        "vi only: q(W2) per class with a full Cholesky factor (cholesky, the paper's), "
+        "or Pyro's AutoNormal (autonormal, mean-field) or AutoLowRankMultivariateNormal "
+        "(autolowrank)",
+        choices=GUIDES,
+    )
+    w1_init_scale: float = setting(
+        0.15, "ReLU only: factor on the Xavier-uniform initial W1 (paper: Xavier, 1)", "pos_float"
+    )
+    mean_lr: float | None = setting(
+        0.05,
+        "Adam learning rate of the output layer's mean (mu of q, or the point W2), "
+        "cosine-annealed with the rest; the paper uses --lr for every parameter (pass "
+        "the same value for that)",
+        "pos_float",
+    )
+    eta_lr: float | None = setting(
+        0.05,
+        "Adam learning rate of the invariance parameters eta, cosine-annealed with "
+        "the rest; the paper uses --lr for every parameter (pass the same value for "
+        "that)",
+        "pos_float",
+    )
+    w1_lr: float | None = setting(
+        None,
+        "Adam learning rate of the network's own weights (W1, and every hidden layer "
+        "or your own body's), cosine-annealed with the rest; unset: --lr, the paper's "
+        "single rate",
+        "pos_float",
+    )
+    eta_warmup: int = setting(
+        0,
+        "epochs during which eta is held at its start while the network fits, before it "
+        "learns (0: from the first step, the paper)",
+        "count",
+        unit="epochs",
+    )
+    laplace_layers: str = setting(
+        "last",
+        "--inference laplace only: the Laplace evidence of the output layer W2 "
+        "(last), or of every fully connected layer with learned prior precisions (all, "
+        "LILA's scope; relu and mlp)",
+        choices=LAPLACE_LAYERS,
+    )
     blur_sigma: float = setting(0.1, "Gaussian blur of weight images (pixels)", "nonneg_float")
-    jacobian: bool = setting(False, "multiply each warped weight image by |det| of its transform, so the averaged "
-                             "features are invariant to input scaling too (changes scale only; the paper does not)",
-                             "bool")
+    jacobian: bool = setting(
+        False,
+        "multiply each warped weight image by |det| of its transform, so the averaged "
+        "features are invariant to input scaling too (changes scale only; the paper does not)",
+        "bool",
+    )
     rff_sigma: float = setting(0.3, "RFF frequency scale (lengthscale 1/sigma)", "pos_float")
     rff_lengthscale: float | None = setting(None, "RFF lengthscale (overrides --rff-sigma)", "pos_float")
     train_size: int | None = setting(None, "class-balanced subset of the training set", "pos_int")
     test_size: int | None = setting(None, "class-balanced subset of the test set", "pos_int")
-    valid_size: int | None = setting(None, "hold this many class-balanced training images out as a validation set "
-                                     "(reported in results.json), to choose settings without the test set", "pos_int")
-    width_weight: float = setting(0.01, "--inference augerino only: weight of the reward on the augmentation width "
-                                  "||eta||_2", "nonneg_float")
+    valid_size: int | None = setting(
+        None,
+        "hold this many class-balanced training images out as a validation set "
+        "(reported in results.json), to choose settings without the test set",
+        "pos_int",
+    )
+    width_weight: float = setting(
+        0.01, "--inference augerino only: weight of the reward on the augmentation width ||eta||_2", "nonneg_float"
+    )
     eval_draws: int = setting(8, "W2 draws for the posterior predictive", "pos_int")
-    export_draws: int = setting(200, "W2 draws in posterior.nc (the training set's pointwise log-likelihood for "
-                                "az.loo, the test set's predictions)", "pos_int")
+    export_draws: int = setting(
+        200,
+        "W2 draws in posterior.nc (the training set's pointwise log-likelihood for az.loo, the test set's predictions)",
+        "pos_int",
+    )
     seed: int = setting(0, "random seed (data subset, initialisation, sampling)", "int")
-    precision: str = setting("fp32", "the network's large products in float32, or in bfloat16 with float32 "
-                             "accumulation (bf16; everything else stays float32); auto: bf16 where the processor or "
-                             "card has native bfloat16 products", choices=PRECISIONS)
+    precision: str = setting(
+        "fp32",
+        "the network's large products in float32, or in bfloat16 with float32 "
+        "accumulation (bf16; everything else stays float32); auto: bf16 where the processor or "
+        "card has native bfloat16 products",
+        choices=PRECISIONS,
+    )
     device: str = setting("auto", "auto picks CUDA when available", choices=DEVICES)
 
     def validate(self) -> "Config":
@@ -237,37 +327,53 @@ class Config:
         for f in fields(self):
             check_value(f.name, getattr(self, f.name), f.metadata)
         if self.min_steps == 0 and self.eta_warmup >= self.epochs:  # with --min-steps the Trainer checks the length
-            raise ConfigError(f"--eta-warmup must be a whole number of epochs in [0, --epochs {self.epochs}), "
-                              f"got {self.eta_warmup!r}")
+            raise ConfigError(
+                f"--eta-warmup must be a whole number of epochs in [0, --epochs {self.epochs}), got {self.eta_warmup!r}"
+            )
         self.channels = [int(c) for c in self.channels]  # as config.json holds it, so a resumed run compares equal
         for name, net in NETWORK_FIELDS.items():
             if getattr(self, name) != getattr(_DEFAULTS, name) and self.network != net:
-                raise ConfigError(f"--{name} applies to --network {net} only, not {self.network}; drop it or add "
-                                  f"--network {net}")
+                raise ConfigError(
+                    f"--{name} applies to --network {net} only, not {self.network}; drop it or add --network {net}"
+                )
         if self.width_weight != _DEFAULTS.width_weight and not METHODS[self.inference].width_reward:
-            raise ConfigError(f"--width-weight applies to --inference augerino only, not {self.inference}; drop it or "
-                              f"add --inference augerino")
+            raise ConfigError(
+                f"--width-weight applies to --inference augerino only, not {self.inference}; drop it or "
+                f"add --inference augerino"
+            )
         if self.network == "mlp" and self.depth < 2:
-            raise ConfigError(f"--depth {self.depth}: --network mlp has at least 2 hidden layers (--network relu is "
-                              f"the paper's single one)")
+            raise ConfigError(
+                f"--depth {self.depth}: --network mlp has at least 2 hidden layers (--network relu is "
+                f"the paper's single one)"
+            )
         if METHODS[self.inference].eta_objective is not None and self.average != "logits":
-            raise ConfigError(f"--inference {self.inference} needs --average logits: its curvature is that of W2 on the "
-                              f"features averaged over the transforms (Appendix A's reading)")
+            raise ConfigError(
+                f"--inference {self.inference} needs --average logits: its curvature is that of W2 on the "
+                f"features averaged over the transforms (Appendix A's reading)"
+            )
         if self.laplace_layers != "last" and METHODS[self.inference].eta_objective is not LAPLACE:
-            raise ConfigError(f"--laplace-layers {self.laplace_layers} applies to --inference laplace, not "
-                              f"{self.inference}; drop it or add --inference laplace")
+            raise ConfigError(
+                f"--laplace-layers {self.laplace_layers} applies to --inference laplace, not "
+                f"{self.inference}; drop it or add --inference laplace"
+            )
         if self.laplace_layers == "all" and not NETWORKS[self.network].layer_laplace:
-            raise ConfigError(f"--laplace-layers all covers fully connected ReLU layers (--network "
-                              f"{', '.join(n for n, net in NETWORKS.items() if net.layer_laplace)}), not --network "
-                              f"{self.network}; use --laplace-layers last")
+            raise ConfigError(
+                f"--laplace-layers all covers fully connected ReLU layers (--network "
+                f"{', '.join(n for n, net in NETWORKS.items() if net.layer_laplace)}), not --network "
+                f"{self.network}; use --laplace-layers last"
+            )
         if self.guide != "cholesky" and self.elbo != "trace":
-            raise ConfigError(f"--guide {self.guide} has no closed-form KL to the prior in Pyro; use --elbo trace, or "
-                              f"--guide cholesky with --elbo {self.elbo}")
+            raise ConfigError(
+                f"--guide {self.guide} has no closed-form KL to the prior in Pyro; use --elbo trace, or "
+                f"--guide cholesky with --elbo {self.elbo}"
+            )
         if isinstance(self.init_eta, (list, tuple)):
             active = lie.PRESETS[self.invariance]
             if len(self.init_eta) != len(active):
-                raise ConfigError(f"--init-eta has {len(self.init_eta)} values but --invariance {self.invariance} has "
-                                  f"{len(active)} generators; give one value, or one per generator")
+                raise ConfigError(
+                    f"--init-eta has {len(self.init_eta)} values but --invariance {self.invariance} has "
+                    f"{len(active)} generators; give one value, or one per generator"
+                )
         return self
 
     def eta_human(self) -> list[float]:

@@ -8,6 +8,7 @@ write leaves the previous file intact; the renamed file gets the mode a plain
 that fails (a full disk, a quota, any ``OSError``) raises :class:`RunWriteError`:
 one line naming the file, the errno and what to do, with the previous file intact.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,12 @@ class RunWriteError(PyroinvError):
 
 
 #: what to say for the errors a full or restricted file system gives
-_REASONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-            errno.EACCES: "permission denied", errno.EROFS: "the file system is read-only"}
+_REASONS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EACCES: "permission denied",
+    errno.EROFS: "the file system is read-only",
+}
 
 
 def write_failure(path: Path, err: BaseException) -> RunWriteError:
@@ -42,8 +47,10 @@ def write_failure(path: Path, err: BaseException) -> RunWriteError:
         reason = f"{os.strerror(code)} ({errno.errorcode[code]})"
     else:
         reason = one_line(err, 160)
-    return RunWriteError(f"cannot write {path}: {reason}; the files already written are intact: make room (or fix "
-                         f"the folder's permissions), then continue with --resume")
+    return RunWriteError(
+        f"cannot write {path}: {reason}; the files already written are intact: make room (or fix "
+        f"the folder's permissions), then continue with --resume"
+    )
 
 
 def file_mode() -> int:
@@ -150,8 +157,9 @@ def load_run_checkpoint(path: Path, map_location: str | torch.device = "cpu") ->
     return state
 
 
-def load_latest_checkpoint(latest: Path, previous: Path, map_location: str | torch.device = "cpu"
-                           ) -> tuple[dict[str, Any], Path]:
+def load_latest_checkpoint(
+    latest: Path, previous: Path, map_location: str | torch.device = "cpu"
+) -> tuple[dict[str, Any], Path]:
     """The state in ``latest``, or, when that file is missing or damaged, in ``previous``; and which file it was.
 
     Raises :class:`CheckpointError` naming both files when neither can be read."""
@@ -163,8 +171,11 @@ def load_latest_checkpoint(latest: Path, previous: Path, map_location: str | tor
             return load_run_checkpoint(path, map_location), path
         except CheckpointError as err:
             errors.append(str(err))
-    raise CheckpointError("; ".join(errors) + "; no readable checkpoint is left: start the run again in a new --out"
-                          if errors else f"no checkpoint in {Path(latest).parent}")
+    raise CheckpointError(
+        "; ".join(errors) + "; no readable checkpoint is left: start the run again in a new --out"
+        if errors
+        else f"no checkpoint in {Path(latest).parent}"
+    )
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -182,11 +193,12 @@ def read_config(path: Path) -> dict[str, Any]:
     try:
         saved = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path} is damaged ({one_line(err)}); "
-                              f"restore it or start a new --out") from None
+        raise CheckpointError(f"{path} is damaged ({one_line(err)}); restore it or start a new --out") from None
     if not isinstance(saved, dict):
-        raise CheckpointError(f"{path} is damaged (it holds a {type(saved).__name__}, not the run's settings); "
-                              f"restore it or start a new --out")
+        raise CheckpointError(
+            f"{path} is damaged (it holds a {type(saved).__name__}, not the run's settings); "
+            f"restore it or start a new --out"
+        )
     return saved
 
 

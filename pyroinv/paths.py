@@ -4,6 +4,7 @@ From a checkout (or an editable install) ``runs/``, ``results/`` and ``docs/`` a
 with ``pip install .`` the package sits in ``site-packages``, where nothing should be written: the defaults are
 then relative to the working directory, like any command-line tool's.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -24,6 +24,7 @@ setting             environment variable           what it does
                                                    ``results/``)
 ==================  =============================  =============================================================
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -46,6 +47,7 @@ def _flag(default: bool) -> Callable[[str], bool]:
     def parse(text: str) -> bool:
         text = text.strip().lower()
         return True if text in _TRUE else False if text in _FALSE else default
+
     return parse
 
 

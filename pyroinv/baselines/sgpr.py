@@ -7,6 +7,7 @@ variational bound (``approx="VFE"``) with M inducing inputs ``Z`` (initialised a
 subset of the training images) is maximised over ``Z``, ``ℓ``, ``s²`` and the noise with Adam, full batch.
 The paper does not give M or the optimiser; they are flags here (``docs/RESULTS.md`` states the values used).
 """
+
 from __future__ import annotations
 
 import json
@@ -64,27 +65,29 @@ def initial_inducing(x: torch.Tensor, y: torch.Tensor, m: int, generator: torch.
     return x[torch.cat(picks)].clone()
 
 
-def build_sgpr(x: torch.Tensor, y: torch.Tensor, num_classes: int, inducing: int,
-               generator: torch.Generator) -> gp.models.SparseGPRegression:
+def build_sgpr(
+    x: torch.Tensor, y: torch.Tensor, num_classes: int, inducing: int, generator: torch.Generator
+) -> gp.models.SparseGPRegression:
     """The model: RBF kernel (lengthscale initialised at the median inter-point distance), VFE."""
     sub = x[torch.randperm(x.shape[0], generator=generator)[:500]]
     lengthscale = torch.cdist(sub, sub).median().clamp_min(1e-3)
-    kernel = gp.kernels.RBF(input_dim=x.shape[1], variance=torch.tensor(1.0, dtype=x.dtype),
-                            lengthscale=lengthscale)
+    kernel = gp.kernels.RBF(input_dim=x.shape[1], variance=torch.tensor(1.0, dtype=x.dtype), lengthscale=lengthscale)
     targets = torch.nn.functional.one_hot(y, num_classes).to(x.dtype).T  # (K, N): one GP output per class
     Xu = initial_inducing(x, y, inducing, generator)
-    return gp.models.SparseGPRegression(x, targets, kernel, Xu=Xu, noise=torch.tensor(0.1, dtype=x.dtype),
-                                        approx="VFE", jitter=1e-5)
+    return gp.models.SparseGPRegression(
+        x, targets, kernel, Xu=Xu, noise=torch.tensor(0.1, dtype=x.dtype), approx="VFE", jitter=1e-5
+    )
 
 
 def predict(model: gp.models.SparseGPRegression, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
     """Predictive means ``(N, K)``."""
     with torch.no_grad():
-        return torch.cat([model(x[i:i + batch_size], full_cov=False)[0].T for i in range(0, x.shape[0], batch_size)])
+        return torch.cat([model(x[i : i + batch_size], full_cov=False)[0].T for i in range(0, x.shape[0], batch_size)])
 
 
-def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cache_dir: str | None = None,
-             report=print) -> dict[str, Any]:
+def run_sgpr(
+    cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cache_dir: str | None = None, report=print
+) -> dict[str, Any]:
     """Train and evaluate; write ``config.json``, ``metrics.jsonl`` and ``results.json`` into ``out`` (under the
     folder's lock, :class:`pyroinv.run.lock.RunLock`), with the GP's parameters in its modules
     (:func:`~pyroinv.model.scope.local_params`)."""
@@ -97,12 +100,19 @@ def run_sgpr(cfg: SGPRConfig, out: str | Path, data_root: str | None = None, cac
 def _run_sgpr(cfg: SGPRConfig, out: Path, data_root: str | None, cache_dir: str | None, report) -> dict[str, Any]:
     if RunFolder(out).is_finished():
         raise ConfigError(f"--out {out} already holds a run; choose a new --out")
-    data = load_dataset(cfg.dataset, data_root=data_root, cache_dir=cache_dir, train_size=cfg.train_size,
-                        test_size=cfg.test_size, seed=cfg.seed)
+    data = load_dataset(
+        cfg.dataset,
+        data_root=data_root,
+        cache_dir=cache_dir,
+        train_size=cfg.train_size,
+        test_size=cfg.test_size,
+        seed=cfg.seed,
+    )
     report(describe(data))
     if cfg.inducing > len(data.y_train):
-        raise ConfigError(f"--inducing {cfg.inducing} exceeds the {len(data.y_train)} training points; "
-                          f"use at most that many")
+        raise ConfigError(
+            f"--inducing {cfg.inducing} exceeds the {len(data.y_train)} training points; use at most that many"
+        )
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "config.json", saved_config(cfg))
     x, y = (t.double() for t in data.tensors("train"))
@@ -131,25 +141,52 @@ def _run_sgpr(cfg: SGPRConfig, out: Path, data_root: str | None, cache_dir: str 
                 raise ConfigError(f"the SGPR bound became {loss.item()} at step {step}; try a smaller --lr")
             if step % 10 == 0 or step == cfg.steps:
                 bound = -loss.item() / (x.shape[0] * n_outputs)
-                rec = {"step": step, "bound_per_datapoint": bound, "lengthscale": model.kernel.lengthscale.item(),
-                       "noise": model.noise.item(), "wall_time_s": time.perf_counter() - t0}
+                rec = {
+                    "step": step,
+                    "bound_per_datapoint": bound,
+                    "lengthscale": model.kernel.lengthscale.item(),
+                    "noise": model.noise.item(),
+                    "wall_time_s": time.perf_counter() - t0,
+                }
                 append_line(log, out / "metrics.jsonl", json.dumps(rec) + "\n")
                 if step % 50 == 0 or step == cfg.steps:
-                    report(f"step {step}/{cfg.steps}  bound/N {bound:.4f}  lengthscale {rec['lengthscale']:.3f}  "
-                           f"noise {rec['noise']:.4f}")
+                    report(
+                        f"step {step}/{cfg.steps}  bound/N {bound:.4f}  lengthscale {rec['lengthscale']:.3f}  "
+                        f"noise {rec['noise']:.4f}"
+                    )
     train_time = time.perf_counter() - t0
     t1 = time.perf_counter()
     mean = predict(model, x_test)
     acc = (mean.argmax(1) == y_test).double().mean().item()
     no_eta = torch.zeros(6)
-    results = RunFolder(out).write_results(RunResults(
-        dataset=cfg.dataset, invariance="none", network="sgpr", inference="sgpr",
-        test_accuracy=acc, test_nll=None, elbo_per_datapoint=None, train_loglik_per_datapoint=None,
-        eta=no_eta.tolist(), eta_human=lie.to_human(no_eta, None), learned_invariance="no invariance",
-        steps=cfg.steps, train_size=int(x.shape[0]), test_size=int(x_test.shape[0]), train_wall_time_s=train_time,
-        eval_wall_time_s=time.perf_counter() - t1, device="cpu", device_name=device_name("cpu"),
-        extra={"sgpr_bound_per_datapoint": -loss.item() / (x.shape[0] * n_outputs), "inducing": cfg.inducing,
-               "lengthscale": model.kernel.lengthscale.item(), "noise": model.noise.item()}))
+    results = RunFolder(out).write_results(
+        RunResults(
+            dataset=cfg.dataset,
+            invariance="none",
+            network="sgpr",
+            inference="sgpr",
+            test_accuracy=acc,
+            test_nll=None,
+            elbo_per_datapoint=None,
+            train_loglik_per_datapoint=None,
+            eta=no_eta.tolist(),
+            eta_human=lie.to_human(no_eta, None),
+            learned_invariance="no invariance",
+            steps=cfg.steps,
+            train_size=int(x.shape[0]),
+            test_size=int(x_test.shape[0]),
+            train_wall_time_s=train_time,
+            eval_wall_time_s=time.perf_counter() - t1,
+            device="cpu",
+            device_name=device_name("cpu"),
+            extra={
+                "sgpr_bound_per_datapoint": -loss.item() / (x.shape[0] * n_outputs),
+                "inducing": cfg.inducing,
+                "lengthscale": model.kernel.lengthscale.item(),
+                "noise": model.noise.item(),
+            },
+        )
+    )
     report(f"SGPR ({cfg.inducing} inducing points): test accuracy {100 * acc:.2f}%  results in {out}/")
     return results
 

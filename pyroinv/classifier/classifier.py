@@ -14,6 +14,7 @@ with ``eta`` learned jointly with ``g`` and ``q(W2)`` by maximising the ELBO
 :attr:`InvariantClassifier.guide`) for a user's own ``SVI`` and ``Predictive``; the command line's run folders
 (:mod:`pyroinv.run.experiment`) are a layer above it.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,10 @@ class CheckpointMismatch(ConfigError):
     """A checkpoint's tensors do not fit the classifier built from the settings (``detail`` says where)."""
 
     def __init__(self, detail: str) -> None:
-        super().__init__(f"the checkpoint does not fit this classifier's settings ({detail}); fit with the settings "
-                         f"it was made with, or start afresh")
+        super().__init__(
+            f"the checkpoint does not fit this classifier's settings ({detail}); fit with the settings "
+            f"it was made with, or start afresh"
+        )
         self.detail = detail
 
 
@@ -57,8 +60,9 @@ class _Fitting(FitCallbacks):
     """The classifier's own callbacks: the records kept in memory, the checkpoint in one file (atomically), and
     those of the caller after them."""
 
-    def __init__(self, history: list[dict[str, Any]], path: Path | None, header: dict[str, Any],
-                 then: FitCallbacks | None) -> None:
+    def __init__(
+        self, history: list[dict[str, Any]], path: Path | None, header: dict[str, Any], then: FitCallbacks | None
+    ) -> None:
         self.history, self.path, self.header, self.then = history, path, header, then
 
     def started(self, trainer: Trainer) -> None:
@@ -116,23 +120,39 @@ class InvariantClassifier:
     A body keeps its own initialisation; the paper's network starts ``W1`` at ``w1_init_scale`` x Xavier (0.15).
     """
 
-    def __init__(self, body: torch.nn.Module | None = None, num_classes: int | None = None,
-                 invariance: str = "rotation", inference: str = "vi", samples: int = 32, transforms_on: str = "auto",
-                 **settings: Any) -> None:
+    def __init__(
+        self,
+        body: torch.nn.Module | None = None,
+        num_classes: int | None = None,
+        invariance: str = "rotation",
+        inference: str = "vi",
+        samples: int = 32,
+        transforms_on: str = "auto",
+        **settings: Any,
+    ) -> None:
         known = {f.name for f in fields(Config)} - set(DATA_FIELDS)
         for name in settings:
             if name in DATA_FIELDS:
-                raise ConfigError(f"{name} is a setting of the command line's data sets; give fit the data you "
-                                  f"want it to train on instead")
+                raise ConfigError(
+                    f"{name} is a setting of the command line's data sets; give fit the data you "
+                    f"want it to train on instead"
+                )
             if name not in known:
-                raise ConfigError(f"unknown setting {name!r}; InvariantClassifier takes the fields of pyroinv.Config "
-                                  f"({', '.join(sorted(known))})")
+                raise ConfigError(
+                    f"unknown setting {name!r}; InvariantClassifier takes the fields of pyroinv.Config "
+                    f"({', '.join(sorted(known))})"
+                )
         cfg = Config(invariance=invariance, inference=inference, samples=samples, **settings)
         self._setup(cfg.validate(), body, num_classes, transforms_on)
 
     @classmethod
-    def from_config(cls, cfg: Config, body: torch.nn.Module | None = None, num_classes: int | None = None,
-                    transforms_on: str = "auto") -> "InvariantClassifier":
+    def from_config(
+        cls,
+        cfg: Config,
+        body: torch.nn.Module | None = None,
+        num_classes: int | None = None,
+        transforms_on: str = "auto",
+    ) -> "InvariantClassifier":
         """The classifier of a whole :class:`~pyroinv.config.Config` (its data fields included, as the command line
         and the reproduction grids use it)."""
         clf = cls.__new__(cls)
@@ -141,13 +161,17 @@ class InvariantClassifier:
 
     def _setup(self, cfg: Config, body: torch.nn.Module | None, num_classes: int | None, transforms_on: str) -> None:
         if body is not None and not isinstance(body, torch.nn.Module):
-            raise ConfigError(f"body must be a torch.nn.Module from inputs to features (or None for the paper's "
-                              f"network), got {type(body).__name__}")
+            raise ConfigError(
+                f"body must be a torch.nn.Module from inputs to features (or None for the paper's "
+                f"network), got {type(body).__name__}"
+            )
         if transforms_on not in BODY_PATHS:
             raise ConfigError(f"transforms_on={transforms_on!r} is not one of {', '.join(BODY_PATHS)}")
         if body is not None and cfg.laplace_layers != "last":
-            raise ConfigError("laplace_layers='all' covers the package's own relu and mlp networks; with your own "
-                              "body use laplace_layers='last' (the evidence of W2)")
+            raise ConfigError(
+                "laplace_layers='all' covers the package's own relu and mlp networks; with your own "
+                "body use laplace_layers='last' (the evidence of W2)"
+            )
         if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 2):
             raise ConfigError(f"num_classes must be an integer of at least 2, got {num_classes!r}")
         self.config = cfg
@@ -166,10 +190,23 @@ class InvariantClassifier:
 
     # ---- fitting ---------------------------------------------------------------------------------------------
 
-    def fit(self, x: Any, y: Any = None, *, epochs: int | None = None, valid: Any = None, device: str | torch.device | None = None,
-            checkpoint: str | os.PathLike | None = None, progress: bool | None = None, log_every: int = 10,
-            checkpoint_every: int | None = None, max_steps: int | None = None, callbacks: FitCallbacks | None = None,
-            resume_state: dict[str, Any] | None = None, cuda_graph: bool | None = None) -> "InvariantClassifier":
+    def fit(
+        self,
+        x: Any,
+        y: Any = None,
+        *,
+        epochs: int | None = None,
+        valid: Any = None,
+        device: str | torch.device | None = None,
+        checkpoint: str | os.PathLike | None = None,
+        progress: bool | None = None,
+        log_every: int = 10,
+        checkpoint_every: int | None = None,
+        max_steps: int | None = None,
+        callbacks: FitCallbacks | None = None,
+        resume_state: dict[str, Any] | None = None,
+        cuda_graph: bool | None = None,
+    ) -> "InvariantClassifier":
         """Learn ``q(W2)`` (or a point ``W2``), the body and ``eta`` jointly on ``(x, y)``.
 
         Args:
@@ -196,18 +233,27 @@ class InvariantClassifier:
         if self.body is None:  # a run that cannot fit stops with one line, not killed by the operating system
             check_fits(cfg, data.input_shape, data.num_classes, len(data.y_train), len(data.y_test), dev)
         path = Path(checkpoint) if checkpoint is not None else None
-        header = {"format": FORMAT, "config": cfg.to_dict(), "input_shape": list(data.input_shape),
-                  "num_classes": data.num_classes, "num_data": len(data.y_train), "transforms_on": self.transforms_on}
+        header = {
+            "format": FORMAT,
+            "config": cfg.to_dict(),
+            "input_shape": list(data.input_shape),
+            "num_classes": data.num_classes,
+            "num_data": len(data.y_train),
+            "transforms_on": self.transforms_on,
+        }
         if resume_state is None and path is not None and path.exists():
             saved = _read_file(path, "checkpoint")
             differ = sorted(k for k in header if k != "config" and saved.get(k) != header[k])
             differ += cfg.differences(saved["config"])
             if differ:
-                raise ConfigError(f"checkpoint {path} holds a fit with other settings or data ({', '.join(differ)}); "
-                                  f"delete it or pass another checkpoint path")
+                raise ConfigError(
+                    f"checkpoint {path} holds a fit with other settings or data ({', '.join(differ)}); "
+                    f"delete it or pass another checkpoint path"
+                )
             resume_state = saved["trainer"]
-        self.trainer = trainer = Trainer(cfg, data, device=dev, cuda_graph=cuda_graph, body=self.body,
-                                         transforms_on=self.transforms_on)
+        self.trainer = trainer = Trainer(
+            cfg, data, device=dev, cuda_graph=cuda_graph, body=self.body, transforms_on=self.transforms_on
+        )
         self.config, self.input_shape, self._device = cfg, tuple(data.input_shape), dev
         self.num_classes = data.num_classes
         self._model, self._guide = trainer.model, trainer.guide
@@ -220,8 +266,14 @@ class InvariantClassifier:
         self.history = [r for r in self.history if r["step"] <= trainer.step] if resume_state is not None else []
         fitting = _Fitting(self.history, path, header, callbacks)
         fitting.started(trainer)
-        finished = train_loop(trainer, fitting, log_every=log_every, checkpoint_every=checkpoint_every,
-                              max_steps=max_steps, progress=progress)
+        finished = train_loop(
+            trainer,
+            fitting,
+            log_every=log_every,
+            checkpoint_every=checkpoint_every,
+            max_steps=max_steps,
+            progress=progress,
+        )
         if finished and trainer.valid is not None and not isinstance(x, Split):  # a Split's caller evaluates its own
             self.valid_metrics = self.evaluate(*trainer.valid)
         return self
@@ -233,8 +285,10 @@ class InvariantClassifier:
 
     def _require_fitted(self, what: str) -> None:
         if self._model is None:
-            raise ConfigError(f"InvariantClassifier.{what} needs a fitted classifier (the model is built from the "
-                              f"data's shape); call fit(x, y) first, or InvariantClassifier.load(path)")
+            raise ConfigError(
+                f"InvariantClassifier.{what} needs a fitted classifier (the model is built from the "
+                f"data's shape); call fit(x, y) first, or InvariantClassifier.load(path)"
+            )
 
     # ---- the fitted model --------------------------------------------------------------------------------------
 
@@ -307,8 +361,9 @@ class InvariantClassifier:
 
         self._require_fitted("to_inference_data")
         if self.trainer is None:
-            raise ConfigError("to_inference_data reads the training data of fit; a loaded classifier has none, call "
-                              "fit first")
+            raise ConfigError(
+                "to_inference_data reads the training data of fit; a loaded classifier has none, call fit first"
+            )
         x_train, y_train = self.trainer.x_train, self.trainer.y_train
         if x_test is None:
             x, y = x_train[:100], y_train[:100]
@@ -318,8 +373,16 @@ class InvariantClassifier:
                 raise ConfigError("to_inference_data needs the test labels with x_test")
             x, y = as_tensor(xa, self.input_shape, self._device), torch.as_tensor(ya, device=self._device)
         with local_params(), torch.no_grad():
-            return export_data(self._model, self._guide, x_train, y_train, x, y, draws or self.config.export_draws,
-                               seed=self.config.seed)
+            return export_data(
+                self._model,
+                self._guide,
+                x_train,
+                y_train,
+                x,
+                y,
+                draws or self.config.export_draws,
+                seed=self.config.seed,
+            )
 
     # ---- saving --------------------------------------------------------------------------------------------------
 
@@ -327,24 +390,37 @@ class InvariantClassifier:
         """Write the fitted classifier (settings, model and guide) to ``path``; the body's architecture is not saved:
         :meth:`load` takes it again."""
         self._require_fitted("save")
-        save_checkpoint(Path(path), {"format": FORMAT, "config": self.config.to_dict(), "input_shape": list(self.input_shape),
-                               "num_classes": self.num_classes, "transforms_on": self.transforms_on,
-                               "body": self._body_class,
-                               "model": self._model.state_dict(), "guide": self._guide.state_dict(),
-                               "history": self.history})
+        save_checkpoint(
+            Path(path),
+            {
+                "format": FORMAT,
+                "config": self.config.to_dict(),
+                "input_shape": list(self.input_shape),
+                "num_classes": self.num_classes,
+                "transforms_on": self.transforms_on,
+                "body": self._body_class,
+                "model": self._model.state_dict(),
+                "guide": self._guide.state_dict(),
+                "history": self.history,
+            },
+        )
 
     @classmethod
-    def load(cls, path: str | os.PathLike, body: torch.nn.Module | None = None,
-             device: str = "cpu") -> "InvariantClassifier":
+    def load(
+        cls, path: str | os.PathLike, body: torch.nn.Module | None = None, device: str = "cpu"
+    ) -> "InvariantClassifier":
         """A classifier written by :meth:`save`; ``body``: a module of the same architecture as the saved one's (its
         weights are replaced by the saved ones)."""
         saved = _read_file(Path(path), "saved classifier")
         if saved["body"] is not None and body is None:
-            raise ConfigError(f"{path} was fitted with your own body ({saved['body']}); pass body= a new instance of "
-                              f"the same architecture")
+            raise ConfigError(
+                f"{path} was fitted with your own body ({saved['body']}); pass body= a new instance of "
+                f"the same architecture"
+            )
         if saved["body"] is None and body is not None:
-            raise ConfigError(f"{path} was fitted with the package's {saved['config']['network']} network; load it "
-                              f"without body=")
+            raise ConfigError(
+                f"{path} was fitted with the package's {saved['config']['network']} network; load it without body="
+            )
         cfg = Config.from_dict(saved["config"])
         clf = cls.from_config(cfg, body, saved["num_classes"], saved["transforms_on"])
         clf.input_shape = tuple(saved["input_shape"])
@@ -355,8 +431,10 @@ class InvariantClassifier:
             model.load_state_dict(saved["model"])
             guide.load_state_dict(saved["guide"])
         except RuntimeError as err:
-            raise ConfigError(f"the body does not match the one saved in {path} ({one_line(err, 160)}); pass a module "
-                              f"of the same architecture") from None
+            raise ConfigError(
+                f"the body does not match the one saved in {path} ({one_line(err, 160)}); pass a module "
+                f"of the same architecture"
+            ) from None
         clf._model, clf._guide = model.to(clf._device), guide.to(clf._device)
         clf.history = list(saved.get("history", []))
         return clf
@@ -364,8 +442,10 @@ class InvariantClassifier:
     def __repr__(self) -> str:
         body = self._body_class or f"the package's {self.config.network}"
         state = f"learned {self.describe()}" if self.is_fitted else "not fitted"
-        return (f"InvariantClassifier(body={body}, invariance={self.config.invariance!r}, "
-                f"inference={self.config.inference!r}, samples={self.config.samples}; {state})")
+        return (
+            f"InvariantClassifier(body={body}, invariance={self.config.invariance!r}, "
+            f"inference={self.config.inference!r}, samples={self.config.samples}; {state})"
+        )
 
 
 __all__ = ["CheckpointMismatch", "DATA_FIELDS", "FORMAT", "InvariantClassifier"]

@@ -6,6 +6,7 @@ or ``(N, 2)`` (2-D points), with integer labels ``(N,)`` in ``0..K-1``; or a ``t
 rules are those of a user's ``.npz`` (:mod:`pyroinv.data.user_npz`), so every problem is one
 :class:`~pyroinv.errors.DataError` line naming what was found and the fix.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,8 +34,10 @@ def _read_pairs(data: Dataset | DataLoader, key: str) -> tuple[np.ndarray, np.nd
     xs, ys = [], []
     for batch in loader:
         if not (isinstance(batch, (tuple, list)) and len(batch) >= 2 and isinstance(batch[0], torch.Tensor)):
-            raise DataError(f"{key} must yield (input tensor, label) pairs, got {type(batch).__name__}; for a "
-                            f"torchvision data set pass transform=torchvision.transforms.ToTensor()")
+            raise DataError(
+                f"{key} must yield (input tensor, label) pairs, got {type(batch).__name__}; for a "
+                f"torchvision data set pass transform=torchvision.transforms.ToTensor()"
+            )
         xs.append(batch[0].detach().cpu())
         ys.append(torch.as_tensor(batch[1]).detach().cpu())
     if not xs:
@@ -87,8 +90,10 @@ def input_tensor(x: Any, input_shape: tuple[int, ...], device: torch.device) -> 
 def as_tensor(xa: np.ndarray, input_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """Checked input arrays (:func:`arrays`) as float tensors on ``device``; their shape must be the training's."""
     if tuple(xa.shape[1:]) != tuple(input_shape):
-        raise DataError(f"x has examples of shape {tuple(xa.shape[1:])} but the classifier was fitted on "
-                        f"{tuple(input_shape)}; give inputs of the training shape")
+        raise DataError(
+            f"x has examples of shape {tuple(xa.shape[1:])} but the classifier was fitted on "
+            f"{tuple(input_shape)}; give inputs of the training shape"
+        )
     xt = torch.as_tensor(xa)
     return (xt.float() / 255.0 if xt.dtype == torch.uint8 else xt.float()).to(device)
 

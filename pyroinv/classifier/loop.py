@@ -7,6 +7,7 @@ and the wall time) and each checkpoint's state. :class:`~pyroinv.classifier.Inva
 records in memory and its checkpoint in one file; the command line's run folders
 (:mod:`pyroinv.run.experiment`) write them to ``metrics.jsonl`` and ``checkpoint.pt``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,8 +50,14 @@ class FitCallbacks:
 def metrics_record(trainer: Trainer, rec: dict[str, float]) -> dict[str, Any]:
     """One metric record: the step's own numbers, the batch NLL, the regime diagnostics, eta and the wall time."""
     eta = trainer.model.invariance.eta.detach().cpu()
-    return {**rec, "nll": trainer.last_batch_nll, **trainer.diagnostics(), "eta": [float(v) for v in eta],
-            "eta_human": lie.to_human(eta, trainer.model.invariance.image_size), "wall_time": trainer.wall_time}
+    return {
+        **rec,
+        "nll": trainer.last_batch_nll,
+        **trainer.diagnostics(),
+        "eta": [float(v) for v in eta],
+        "eta_human": lie.to_human(eta, trainer.model.invariance.image_size),
+        "wall_time": trainer.wall_time,
+    }
 
 
 def regime(r: dict[str, Any]) -> str:
@@ -77,9 +84,14 @@ def progress_bar(total: int, initial: int, enabled: bool | None):
     return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True, disable=not enabled)
 
 
-def train_loop(trainer: Trainer, callbacks: FitCallbacks | None = None, log_every: int = 10,
-               checkpoint_every: int | None = None, max_steps: int | None = None,
-               progress: bool | None = None) -> bool:
+def train_loop(
+    trainer: Trainer,
+    callbacks: FitCallbacks | None = None,
+    log_every: int = 10,
+    checkpoint_every: int | None = None,
+    max_steps: int | None = None,
+    progress: bool | None = None,
+) -> bool:
     """Run ``trainer``'s remaining steps; ``True`` when training is over, ``False`` when it stopped early
     (``max_steps`` steps in this call, or ``callbacks.should_stop()``), its checkpoint handed over first.
 
@@ -104,17 +116,28 @@ def train_loop(trainer: Trainer, callbacks: FitCallbacks | None = None, log_ever
                     raise TrainingDiverged(
                         f"loss became {value} at step {step} (epoch {(step - 1) // trainer.steps_per_epoch}); "
                         f"{callbacks.kept(last_good)}. Try a smaller --lr, a smaller --guide-init-scale or "
-                        f"--eta-constraint tanh")
+                        f"--eta-constraint tanh"
+                    )
             if record_now:
                 r = metrics_record(trainer, {**rec, **trainer.losses()})
                 callbacks.record(r)
                 desc = trainer.model.invariance.describe()
                 bar.set_postfix_str(f"{objective} {r['elbo_per_datapoint']:.3f} NLL {r['nll']:.3f} {regime(r)} {desc}")
                 if bar.disable:
-                    log.info("step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s %s lr %.2e %.2f steps/s",
-                             r["step"], trainer.total_steps, r["epoch"], r["loss"], objective,
-                             r["elbo_per_datapoint"], r["nll"], regime(r), desc, r["lr"],
-                             r["step"] / max(trainer.wall_time, 1e-9))
+                    log.info(
+                        "step %d/%d epoch %d loss %.4g %s %.4f NLL %.3f %s %s lr %.2e %.2f steps/s",
+                        r["step"],
+                        trainer.total_steps,
+                        r["epoch"],
+                        r["loss"],
+                        objective,
+                        r["elbo_per_datapoint"],
+                        r["nll"],
+                        regime(r),
+                        desc,
+                        r["lr"],
+                        r["step"] / max(trainer.wall_time, 1e-9),
+                    )
             bar.update(1)
             if save_now:
                 callbacks.checkpoint(trainer.state_dict())

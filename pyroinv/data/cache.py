@@ -5,6 +5,7 @@ Arrays are stored as uncompressed ``.npz`` files and read back with
 temporary file that is renamed into place, so an interrupted write never leaves
 a half-written cache entry behind.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,11 +69,17 @@ def load_arrays(path: Path) -> dict[str, np.ndarray]:
 Source = Callable[[list[str]], "dict[str, np.ndarray] | None"]
 
 
-def convert_once(cache_dir: str | os.PathLike | None, cache_name: str, data_root: str | os.PathLike | None,
-                 download: bool | None, from_root: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
-                 from_download: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
-                 offline: Source | None, missing: Callable[[list[str]], str],
-                 check: Callable[[dict[str, np.ndarray]], None] | None = None) -> dict[str, np.ndarray]:
+def convert_once(
+    cache_dir: str | os.PathLike | None,
+    cache_name: str,
+    data_root: str | os.PathLike | None,
+    download: bool | None,
+    from_root: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
+    from_download: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
+    offline: Source | None,
+    missing: Callable[[list[str]], str],
+    check: Callable[[dict[str, np.ndarray]], None] | None = None,
+) -> dict[str, np.ndarray]:
     """Arrays from the cache, else from the first source that works (then cached).
 
     Sources, in order: ``from_root(data_root)`` (the user's folder, ``data_root`` or

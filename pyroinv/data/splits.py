@@ -1,5 +1,6 @@
 """The container for a train/test split (and an optional validation set held out of the training set), and
 class-balanced seeded subsets."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -38,8 +39,11 @@ class Split:
 
     def tensors(self, split: str = "train", device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         """Float inputs (images scaled to [0, 1]) and int64 labels as tensors; ``split``: train, valid or test."""
-        x, y = {"train": (self.x_train, self.y_train), "valid": (self.x_valid, self.y_valid),
-                "test": (self.x_test, self.y_test)}[split]
+        x, y = {
+            "train": (self.x_train, self.y_train),
+            "valid": (self.x_valid, self.y_valid),
+            "test": (self.x_test, self.y_test),
+        }[split]
         if y is None:
             raise ValueError(f"{self.name} has no validation set; hold one out with --valid-size")
         xt = torch.as_tensor(x)
@@ -54,26 +58,42 @@ class Split:
         if self.y_valid is not None:
             raise ValueError(f"{self.name} already holds a validation set")
         if not 0 < valid_size < len(self.y_train):
-            raise ValueError(f"--valid-size {valid_size} must leave training examples: {self.name} has "
-                             f"{len(self.y_train)}; give a smaller --valid-size")
+            raise ValueError(
+                f"--valid-size {valid_size} must leave training examples: {self.name} has "
+                f"{len(self.y_train)}; give a smaller --valid-size"
+            )
         valid = balanced_indices(self.y_train, valid_size, self.num_classes, seed + 2)
         keep = np.setdiff1d(np.arange(len(self.y_train)), valid)
         meta = {k: (v[keep] if k.endswith("_train") else v) for k, v in self.meta.items()}
         meta.update({k[: -len("_train")] + "_valid": v[valid] for k, v in self.meta.items() if k.endswith("_train")})
-        return replace(self, x_train=self.x_train[keep], y_train=self.y_train[keep], meta=meta,
-                       x_valid=self.x_train[valid], y_valid=self.y_train[valid])
+        return replace(
+            self,
+            x_train=self.x_train[keep],
+            y_train=self.y_train[keep],
+            meta=meta,
+            x_valid=self.x_train[valid],
+            y_valid=self.y_train[valid],
+        )
 
     def subset(self, train_size: int | None = None, test_size: int | None = None, seed: int = 0) -> "Split":
         """A class-balanced, seeded subset of the training (and optionally test) set."""
         out = self
         if train_size is not None and train_size < len(self.y_train):
             idx = balanced_indices(self.y_train, train_size, self.num_classes, seed)
-            out = replace(out, x_train=self.x_train[idx], y_train=self.y_train[idx],
-                          meta={k: (v[idx] if k.endswith("_train") else v) for k, v in out.meta.items()})
+            out = replace(
+                out,
+                x_train=self.x_train[idx],
+                y_train=self.y_train[idx],
+                meta={k: (v[idx] if k.endswith("_train") else v) for k, v in out.meta.items()},
+            )
         if test_size is not None and test_size < len(self.y_test):
             idx = balanced_indices(self.y_test, test_size, self.num_classes, seed + 1)
-            out = replace(out, x_test=out.x_test[idx], y_test=out.y_test[idx],
-                          meta={k: (v[idx] if k.endswith("_test") else v) for k, v in out.meta.items()})
+            out = replace(
+                out,
+                x_test=out.x_test[idx],
+                y_test=out.y_test[idx],
+                meta={k: (v[idx] if k.endswith("_test") else v) for k, v in out.meta.items()},
+            )
         return out
 
 

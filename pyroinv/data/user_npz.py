@@ -10,6 +10,7 @@ Format (``numpy.savez(path, x_train=..., y_train=..., x_test=..., y_test=...)``)
 Every problem is reported as one :class:`~pyroinv.errors.DataError` line that names
 the key, what was found and what is expected.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,16 +46,22 @@ def validate_arrays(arrays: dict[str, np.ndarray], name: str = "user") -> Split:
     xs = {k: check_inputs(k, np.asarray(arrays[k])) for k in ("x_train", "x_test")}
     ys = {k: check_labels(k, np.asarray(arrays[k])) for k in ("y_train", "y_test")}
     if xs["x_train"].shape[1:] != xs["x_test"].shape[1:]:
-        raise DataError(f"x_train examples have shape {xs['x_train'].shape[1:]} but x_test examples "
-                        f"{xs['x_test'].shape[1:]}; train and test must match")
+        raise DataError(
+            f"x_train examples have shape {xs['x_train'].shape[1:]} but x_test examples "
+            f"{xs['x_test'].shape[1:]}; train and test must match"
+        )
     for split in ("train", "test"):
         if len(xs[f"x_{split}"]) != len(ys[f"y_{split}"]):
-            raise DataError(f"x_{split} has {len(xs[f'x_{split}'])} examples but y_{split} has "
-                            f"{len(ys[f'y_{split}'])} labels; they must match")
+            raise DataError(
+                f"x_{split} has {len(xs[f'x_{split}'])} examples but y_{split} has "
+                f"{len(ys[f'y_{split}'])} labels; they must match"
+            )
     num_classes = check_classes("y_train", ys["y_train"])
     if ys["y_test"].max() >= num_classes:
-        raise DataError(f"y_test has label {int(ys['y_test'].max())} but y_train's classes are 0..{num_classes - 1}; "
-                        "labels must be in 0..K-1 with every class present in training")
+        raise DataError(
+            f"y_test has label {int(ys['y_test'].max())} but y_train's classes are 0..{num_classes - 1}; "
+            "labels must be in 0..K-1 with every class present in training"
+        )
     return Split(name, xs["x_train"], ys["y_train"], xs["x_test"], ys["y_test"], num_classes=num_classes)
 
 
@@ -69,8 +76,10 @@ def check_inputs(key: str, x: np.ndarray) -> np.ndarray:
             raise DataError(f"{key} contains NaN or infinite values; remove or fill them")
         return x
     if x.ndim == 4 and x.shape[-1] in (1, 3, 4) and x.shape[1] not in (1, 3, 4):
-        raise DataError(f"{key} has shape {x.shape}, which looks channels-last (N, H, W, C); images must be "
-                        f"(N, C, H, W): use x.transpose(0, 3, 1, 2)")
+        raise DataError(
+            f"{key} has shape {x.shape}, which looks channels-last (N, H, W, C); images must be "
+            f"(N, C, H, W): use x.transpose(0, 3, 1, 2)"
+        )
     if x.ndim == 3:
         x = x[:, None]
     if x.ndim != 4 or min(x.shape[-2:]) < 2:
@@ -84,7 +93,9 @@ def check_inputs(key: str, x: np.ndarray) -> np.ndarray:
     if not np.isfinite(x).all():
         raise DataError(f"{key} contains NaN or infinite pixels; remove or fill them")
     if x.min() < 0 or x.max() > 1:
-        raise DataError(f"{key} has float pixels in [{x.min():.3g}, {x.max():.3g}]; scale them to [0, 1] or store uint8")
+        raise DataError(
+            f"{key} has float pixels in [{x.min():.3g}, {x.max():.3g}]; scale them to [0, 1] or store uint8"
+        )
     return x.astype(np.float32)
 
 
@@ -105,8 +116,10 @@ def check_classes(key: str, y: np.ndarray, num_classes: int | None = None) -> in
         raise DataError(f"{key} is empty; it needs at least one example of every class")
     if num_classes is not None:
         if y.max() >= num_classes:
-            raise DataError(f"{key} has label {int(y.max())} but num_classes is {num_classes}; labels must be in "
-                            f"0..{num_classes - 1}, or pass num_classes={int(y.max()) + 1}")
+            raise DataError(
+                f"{key} has label {int(y.max())} but num_classes is {num_classes}; labels must be in "
+                f"0..{num_classes - 1}, or pass num_classes={int(y.max()) + 1}"
+            )
         return num_classes
     num_classes = int(y.max()) + 1
     present = np.unique(y)
@@ -115,6 +128,8 @@ def check_classes(key: str, y: np.ndarray, num_classes: int | None = None) -> in
     if len(present) < num_classes:
         missing = np.setdiff1d(np.arange(num_classes), present)
         shown = ", ".join(str(int(c)) for c in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise DataError(f"{key}'s labels go up to {num_classes - 1} but {len(missing)} of the classes 0..{num_classes - 1} "
-                        f"never appear ({shown}); relabel to 0..K-1, e.g. y = numpy.unique(y, return_inverse=True)[1]")
+        raise DataError(
+            f"{key}'s labels go up to {num_classes - 1} but {len(missing)} of the classes 0..{num_classes - 1} "
+            f"never appear ({shown}); relabel to 0..K-1, e.g. y = numpy.unique(y, return_inverse=True)[1]"
+        )
     return num_classes

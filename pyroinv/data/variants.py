@@ -25,6 +25,7 @@ resampled as ``out(p) = in(A^{-1} p)`` with bilinear interpolation, fill value 0
 The parameters are stored beside the images (``angle_*`` in radians, ``dx_*`` /
 ``dy_*`` in pixels, ``log_scale_*``).
 """
+
 from __future__ import annotations
 
 import math
@@ -99,11 +100,11 @@ def apply_content_transform(images: np.ndarray, A: torch.Tensor, batch: int = 50
     out = np.empty_like(images)
     Ainv = torch.linalg.inv(A)
     for i in range(0, len(images), batch):
-        x = torch.as_tensor(images[i:i + batch], dtype=torch.float64)
-        y = warp_images(x, Ainv[i:i + batch])
+        x = torch.as_tensor(images[i : i + batch], dtype=torch.float64)
+        y = warp_images(x, Ainv[i : i + batch])
         if images.dtype == np.uint8:
             y = torch.clamp(torch.round(y), 0, 255)
-        out[i:i + batch] = y.numpy().astype(images.dtype)
+        out[i : i + batch] = y.numpy().astype(images.dtype)
     return out
 
 

@@ -1,4 +1,5 @@
 """``scripts/reproduce.py``: run a grid of the paper and write its table into docs/RESULTS.md."""
+
 from __future__ import annotations
 
 import shlex
@@ -25,46 +26,109 @@ PUBLISHED_RUNS = ROOT / "runs" / "reproduce"
 
 def parser() -> OneLineParser:
     names = list(tables())
-    p = OneLineParser(prog="reproduce.py", description=(
-        "Run the paper's experiment grids (a finished cell is not rerun; an interrupted one is resumed) and "
-        "write each table, next to the paper's numbers, into docs/RESULTS.md."))
-    p.add_argument("tables", nargs="+", metavar="TABLE", choices=names + ["claims"],
-                   help=f"one or more of: {', '.join(names)}; 'claims' writes the verdict table only")
-    p.add_argument("--protocol", choices=sorted(PROTOCOLS), default="cpu",
-                   help="paper: the paper's settings; cpu: documented reductions for a 2-core CPU (default: cpu)")
+    p = OneLineParser(
+        prog="reproduce.py",
+        description=(
+            "Run the paper's experiment grids (a finished cell is not rerun; an interrupted one is resumed) and "
+            "write each table, next to the paper's numbers, into docs/RESULTS.md."
+        ),
+    )
+    p.add_argument(
+        "tables",
+        nargs="+",
+        metavar="TABLE",
+        choices=names + ["claims"],
+        help=f"one or more of: {', '.join(names)}; 'claims' writes the verdict table only",
+    )
+    p.add_argument(
+        "--protocol",
+        choices=sorted(PROTOCOLS),
+        default="cpu",
+        help="paper: the paper's settings; cpu: documented reductions for a 2-core CPU (default: cpu)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every cell (default: 0)")
-    p.add_argument("--rows", nargs="+", metavar="TEXT",
-                   help="only the rows whose label contains one of these (e.g. fixed), or the row a label names in "
-                        "full (default: every row)")
-    p.add_argument("--datasets", nargs="+", metavar="NAME",
-                   help="only the cells of these data sets, the tables' columns (e.g. mnist-rot90; default: all)")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="worker processes of the local Dask cluster, i.e. cells trained at the same time (default: 1)")
+    p.add_argument(
+        "--rows",
+        nargs="+",
+        metavar="TEXT",
+        help="only the rows whose label contains one of these (e.g. fixed), or the row a label names in "
+        "full (default: every row)",
+    )
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        metavar="NAME",
+        help="only the cells of these data sets, the tables' columns (e.g. mnist-rot90; default: all)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes of the local Dask cluster, i.e. cells trained at the same time (default: 1)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads per cell (default: 1)")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="send the cells to a running Dask scheduler, e.g. tcp://HOST:8786 (default: "
-                        "$DASK_SCHEDULER_ADDRESS, else a local cluster of --jobs workers)")
-    p.add_argument("--resources", nargs="+", metavar="NAME=AMOUNT",
-                   help="what each cell needs of a worker, e.g. GPU=1 (one cell per GPU; start workers with "
-                        "--resources GPU=1)")
-    p.add_argument("--cells-per-gpu", type=int, default=None, metavar="K",
-                   help="train K cells at once on each GPU (a local cluster of K workers per GPU; with --scheduler, "
-                        f"each cell asks GPU=1/K of a worker). Default: {GPU_CELLS} on a machine with CUDA when "
-                        "neither --jobs nor --resources is given, else off")
-    p.add_argument("--minutes", type=float, default=None, metavar="M",
-                   help="stop after M minutes: start a cell only while one can still finish, then stop the cells "
-                        "still training (they checkpoint); run again to go on (default: no limit)")
-    p.add_argument("--cell-minutes", type=float, default=None, metavar="M",
-                   help="with --minutes, the expected duration of a cell until one has finished here (default: 0)")
-    p.add_argument("--connect-timeout", type=float, default=20.0, metavar="SECONDS",
-                   help="how long to wait for --scheduler to answer (default: 20)")
-    p.add_argument("--runs-dir", type=Path, default=PUBLISHED_RUNS,
-                   help="where cell folders go: RUNS_DIR/PROTOCOL/CELL (default: runs/reproduce)")
-    p.add_argument("--results-md", type=Path, default=None,
-                   help="the Markdown file whose marked sections are rewritten (default: docs/RESULTS.md for the "
-                        "default --runs-dir, the published tables' runs; RUNS_DIR/RESULTS.md for any other)")
-    p.add_argument("--write-docs", action="store_true",
-                   help="rewrite docs/RESULTS.md's tables from another --runs-dir (replaces the published rows)")
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="send the cells to a running Dask scheduler, e.g. tcp://HOST:8786 (default: "
+        "$DASK_SCHEDULER_ADDRESS, else a local cluster of --jobs workers)",
+    )
+    p.add_argument(
+        "--resources",
+        nargs="+",
+        metavar="NAME=AMOUNT",
+        help="what each cell needs of a worker, e.g. GPU=1 (one cell per GPU; start workers with --resources GPU=1)",
+    )
+    p.add_argument(
+        "--cells-per-gpu",
+        type=int,
+        default=None,
+        metavar="K",
+        help="train K cells at once on each GPU (a local cluster of K workers per GPU; with --scheduler, "
+        f"each cell asks GPU=1/K of a worker). Default: {GPU_CELLS} on a machine with CUDA when "
+        "neither --jobs nor --resources is given, else off",
+    )
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="stop after M minutes: start a cell only while one can still finish, then stop the cells "
+        "still training (they checkpoint); run again to go on (default: no limit)",
+    )
+    p.add_argument(
+        "--cell-minutes",
+        type=float,
+        default=None,
+        metavar="M",
+        help="with --minutes, the expected duration of a cell until one has finished here (default: 0)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="how long to wait for --scheduler to answer (default: 20)",
+    )
+    p.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=PUBLISHED_RUNS,
+        help="where cell folders go: RUNS_DIR/PROTOCOL/CELL (default: runs/reproduce)",
+    )
+    p.add_argument(
+        "--results-md",
+        type=Path,
+        default=None,
+        help="the Markdown file whose marked sections are rewritten (default: docs/RESULTS.md for the "
+        "default --runs-dir, the published tables' runs; RUNS_DIR/RESULTS.md for any other)",
+    )
+    p.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="rewrite docs/RESULTS.md's tables from another --runs-dir (replaces the published rows)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print each cell's command and state; run nothing")
     mode.add_argument("--report-only", action="store_true", help="write the tables from finished cells; run nothing")
@@ -72,8 +136,14 @@ def parser() -> OneLineParser:
     return p
 
 
-def jobs_of(keys: Sequence[str], protocol: str, seeds: Sequence[int], root: Path,
-            rows: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> list[Job]:
+def jobs_of(
+    keys: Sequence[str],
+    protocol: str,
+    seeds: Sequence[int],
+    root: Path,
+    rows: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
+) -> list[Job]:
     """The cells of the tables ``keys`` (only ``rows``, only ``datasets`` where given), once each: every table's
     cells of the first seed in the order given, then the next seed's (the order the runner starts them in)."""
     grid = tables()
@@ -108,19 +178,24 @@ def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, S
     expected = estimates(jobs, device, costs)
     states = {job: job.state() for job in jobs}
     for job in jobs:
-        cmd = " ".join(shlex.quote(a) for a in ["python", f"scripts/{job.cell.script}",
-                                                *job.cell.argv(protocol, job.seed, str(job.out))])
+        cmd = " ".join(
+            shlex.quote(a)
+            for a in ["python", f"scripts/{job.cell.script}", *job.cell.argv(protocol, job.seed, str(job.out))]
+        )
         about = f", about {duration(expected[job])}" if states[job] != "done" and job in expected else ""
         print(f"[{states[job]}{about}] {cmd}")
     for key, members in (tables or {}).items() if len(tables or {}) > 1 else ():
         left = [expected.get(job) for job in members if states[job] != "done"]
-        print(f"{key}: {len(members) - len(left)} of {len(members)} cells finished; {summary(left, device, brief=True)}")
+        print(
+            f"{key}: {len(members) - len(left)} of {len(members)} cells finished; {summary(left, device, brief=True)}"
+        )
     print(summary([expected.get(job) for job in jobs if states[job] != "done"], device))
     print(backtest_summary(backtest(costs, device), device))
 
 
-def report_file(runs_dir: Path, results_md: Path | None = None, write_docs: bool = False,
-                protocol: str = "cpu") -> Path:
+def report_file(
+    runs_dir: Path, results_md: Path | None = None, write_docs: bool = False, protocol: str = "cpu"
+) -> Path:
     """Where the tables go: ``results_md`` if given; for the published runs (or ``write_docs``) docs/RESULTS.md, or
     docs/EARLIER_PROTOCOL.md for the earlier protocol's tables; else ``RUNS_DIR/RESULTS.md`` beside the runs, so a
     scratch runs directory never rewrites the published tables."""
@@ -148,8 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         known = {d for key in args.tables if key != "claims" for d in tables()[key].datasets}
         unknown = [d for d in args.datasets if d not in known]
         if unknown:
-            p.error(f"--datasets {' '.join(unknown)}: not a column of {' '.join(args.tables)}; choose from "
-                    f"{', '.join(sorted(known))}")
+            p.error(
+                f"--datasets {' '.join(unknown)}: not a column of {' '.join(args.tables)}; choose from "
+                f"{', '.join(sorted(known))}"
+            )
     if not args.connect_timeout > 0:
         p.error("--connect-timeout must be a positive number of seconds")
     if args.write_docs and args.results_md is not None:
@@ -160,27 +237,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         resources = parse_resources(args.resources)
         device = "cuda" if cells_per_gpu or resources.get("GPU") or (not args.scheduler and cuda_devices()) else "cpu"
         if args.dry_run:
-            dry_run(jobs, args.protocol, device, {key: jobs_of([key], args.protocol, args.seeds, args.runs_dir, args.rows,
-                                                              args.datasets) for key in args.tables if key != "claims"})
+            dry_run(
+                jobs,
+                args.protocol,
+                device,
+                {
+                    key: jobs_of([key], args.protocol, args.seeds, args.runs_dir, args.rows, args.datasets)
+                    for key in args.tables
+                    if key != "claims"
+                },
+            )
             return 0
         if not args.report_only:
-            with DaskRunner(args.jobs or 1, args.threads, scheduler=args.scheduler, resources=resources,
-                            connect_timeout=args.connect_timeout, cells_per_gpu=cells_per_gpu) as runner:
-                runner.run(jobs, report=lambda s: print(s, flush=True), minutes=args.minutes,
-                           cell_minutes=args.cell_minutes,
-                           estimates=estimates(jobs, device) if args.minutes is not None else None)
+            with DaskRunner(
+                args.jobs or 1,
+                args.threads,
+                scheduler=args.scheduler,
+                resources=resources,
+                connect_timeout=args.connect_timeout,
+                cells_per_gpu=cells_per_gpu,
+            ) as runner:
+                runner.run(
+                    jobs,
+                    report=lambda s: print(s, flush=True),
+                    minutes=args.minutes,
+                    cell_minutes=args.cell_minutes,
+                    estimates=estimates(jobs, device) if args.minutes is not None else None,
+                )
         else:  # the runner keeps the cells it sees finished; without it, keep them here (pyroinv.reproduce.kept)
             for job in jobs:
                 keep(job.out, job.protocol)
         if not args.no_report:
             from ..reproduce.tables import write_report
+
             written = write_report(args.tables, args.protocol, args.runs_dir, results_md)
             print(f"wrote {', '.join(written)} into {results_md}")
     except PyroinvError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: running cells were checkpointed; run the same command again to resume",
-              file=sys.stderr)
+        print("interrupted: running cells were checkpointed; run the same command again to resume", file=sys.stderr)
         return 130
     return 0

@@ -1,4 +1,5 @@
 """``scripts/sgpr_train.py`` (``pyroinv sgpr``): the SGPR baseline's command line (:mod:`pyroinv.baselines.sgpr`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,9 +14,12 @@ from .train import EXIT_USAGE, OneLineParser, pos_float, pos_int
 def parser():
     """``sgpr_train.py`` flags."""
     d = SGPRConfig()
-    p = OneLineParser(prog="sgpr_train.py", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                      description="The SGPR baseline: sparse GP regression (RBF kernel, pyro.contrib.gp) on one-hot "
-                                  "labels, classified by the argmax of the predictive mean.")
+    p = OneLineParser(
+        prog="sgpr_train.py",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="The SGPR baseline: sparse GP regression (RBF kernel, pyro.contrib.gp) on one-hot "
+        "labels, classified by the argmax of the predictive mean.",
+    )
     p.add_argument("--dataset", default=d.dataset, help="any data set name of svi_train.py, or an .npz path")
     p.add_argument("--inducing", type=pos_int, default=d.inducing, help="inducing points M")
     p.add_argument("--steps", type=pos_int, default=d.steps, help="full-batch Adam steps on the VFE bound")
@@ -32,8 +36,15 @@ def parser():
 
 def config_from_args(args) -> SGPRConfig:
     """The :class:`SGPRConfig` of parsed ``sgpr_train.py`` flags."""
-    return SGPRConfig(dataset=args.dataset, inducing=args.inducing, steps=args.steps, lr=args.lr,
-                      train_size=args.train_size, test_size=args.test_size, seed=args.seed)
+    return SGPRConfig(
+        dataset=args.dataset,
+        inducing=args.inducing,
+        steps=args.steps,
+        lr=args.lr,
+        train_size=args.train_size,
+        test_size=args.test_size,
+        seed=args.seed,
+    )
 
 
 def main(argv=None) -> int:

@@ -12,6 +12,7 @@ evaluation time and t_start the rest of the batch's wall time (process start, da
 
     python -m pyroinv.frontends.sweep --concurrency 1 2 4 8 --json sweep.json
 """
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,20 @@ from ..reproduce.runner import DaskRunner, Job, results
 SWEEP_PROTOCOL = "paper-sweep"
 
 
-def sweep(concurrency: Sequence[int], root: Path, epochs: int = 1, minutes: float | None = None,
-          report=print, base: str = "paper") -> list[dict]:
+def sweep(
+    concurrency: Sequence[int],
+    root: Path,
+    epochs: int = 1,
+    minutes: float | None = None,
+    report=print,
+    base: str = "paper",
+) -> list[dict]:
     """Run the sweep in ``root``; one row per K (see the module docstring). ``base``: the protocol whose cell
     sizes are used (``paper``; the tests use a tiny one)."""
     full_epochs = grids.PROTOCOLS[base]["relu"].get("epochs", Config().epochs)
-    grids.PROTOCOLS[SWEEP_PROTOCOL] = {kind: {**grids.PROTOCOLS[base][kind], "epochs": epochs}
-                                       for kind in ("relu", "rff")}
+    grids.PROTOCOLS[SWEEP_PROTOCOL] = {
+        kind: {**grids.PROTOCOLS[base][kind], "epochs": epochs} for kind in ("relu", "rff")
+    }
     cell = grids.tables()["tableC2"].rows["learned (5° init)"]["mnist-rot"]
     rows = []
     t_start = time.perf_counter()
@@ -56,22 +64,36 @@ def sweep(concurrency: Sequence[int], root: Path, epochs: int = 1, minutes: floa
         train = statistics.fmean(r["train_wall_time_s"] for r in rs) / epochs
         evaluation = statistics.fmean(r["eval_wall_time_s"] for r in rs)
         start = max(wall - epochs * train - evaluation, 0.0)
-        row = {"cells_at_once": k, "wall_s": wall, "train_s_per_epoch": train, "eval_s": evaluation, "start_s": start,
-               "cells_per_hour": 3600 * k / (full_epochs * train + evaluation + start),
-               "steps_per_s": k * rs[0]["steps"] / epochs / train if train else float("nan"),
-               "device_name": rs[0].get("device_name", "")}
+        row = {
+            "cells_at_once": k,
+            "wall_s": wall,
+            "train_s_per_epoch": train,
+            "eval_s": evaluation,
+            "start_s": start,
+            "cells_per_hour": 3600 * k / (full_epochs * train + evaluation + start),
+            "steps_per_s": k * rs[0]["steps"] / epochs / train if train else float("nan"),
+            "device_name": rs[0].get("device_name", ""),
+        }
         rows.append(row)
-        report(f"sweep: K={k}: {row['cells_per_hour']:.0f} paper cells/hour projected ({row['steps_per_s']:.0f} "
-               f"steps/s together; an epoch {train:.1f} s per cell, evaluation {evaluation:.1f} s, start {start:.1f} s)")
+        report(
+            f"sweep: K={k}: {row['cells_per_hour']:.0f} paper cells/hour projected ({row['steps_per_s']:.0f} "
+            f"steps/s together; an epoch {train:.1f} s per cell, evaluation {evaluation:.1f} s, start {start:.1f} s)"
+        )
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """The sweep as a Markdown table."""
-    lines = ["| cells at once | paper cells / hour (projected) | steps / s, all cells | epoch per cell (s) | "
-             "evaluation (s) | start (s) |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['cells_at_once']} | {r['cells_per_hour']:.0f} | {r['steps_per_s']:.0f} | "
-              f"{r['train_s_per_epoch']:.1f} | {r['eval_s']:.1f} | {r['start_s']:.1f} |" for r in rows]
+    lines = [
+        "| cells at once | paper cells / hour (projected) | steps / s, all cells | epoch per cell (s) | "
+        "evaluation (s) | start (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['cells_at_once']} | {r['cells_per_hour']:.0f} | {r['steps_per_s']:.0f} | "
+        f"{r['train_s_per_epoch']:.1f} | {r['eval_s']:.1f} | {r['start_s']:.1f} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -86,8 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(k < 1 for k in args.concurrency) or args.epochs < 1:
         p.error("--concurrency and --epochs take positive integers")
     with tempfile.TemporaryDirectory(prefix="pyroinv-sweep-") as tmp:
-        rows = sweep(args.concurrency, args.runs_dir or Path(tmp), args.epochs, args.minutes,
-                     report=lambda s: print(s, flush=True))
+        rows = sweep(
+            args.concurrency,
+            args.runs_dir or Path(tmp),
+            args.epochs,
+            args.minutes,
+            report=lambda s: print(s, flush=True),
+        )
     print(table(rows))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -2,6 +2,7 @@
 
 Errors in the input are printed as one line (``error: ...``) with exit status 2, never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,15 @@ any_float = _number(float, False, "a number")
 
 
 #: how the command line parses each kind of setting (:data:`pyroinv.config.KINDS`); the rule itself is Config's
-PARSERS: dict[str, Callable[[str], object]] = {"pos_int": pos_int, "count": int, "int": int, "pos_float": pos_float,
-                                               "nonneg_float": any_float, "float": any_float, "str": str}
+PARSERS: dict[str, Callable[[str], object]] = {
+    "pos_int": pos_int,
+    "count": int,
+    "int": int,
+    "pos_float": pos_float,
+    "nonneg_float": any_float,
+    "float": any_float,
+    "str": str,
+}
 
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
@@ -76,22 +84,40 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
 
 
 def train_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="svi_train.py", description="Learn which invariance the data has: train an invariant "
-                      "network (the paper's shallow one, a deeper MLP or a CNN) by SVI on a lower bound of the "
-                      "marginal likelihood, by a Laplace evidence, or by maximum likelihood.",
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = OneLineParser(
+        prog="svi_train.py",
+        description="Learn which invariance the data has: train an invariant "
+        "network (the paper's shallow one, a deeper MLP or a CNN) by SVI on a lower bound of the "
+        "marginal likelihood, by a Laplace evidence, or by maximum likelihood.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     add_config_flags(p)
-    p.add_argument("--out", type=Path, default=None, help="run folder (default runs/DATASET-INVARIANCE-NETWORK-INFERENCE-sSEED)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out from its checkpoint (flags not given are taken from the run)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="run folder (default runs/DATASET-INVARIANCE-NETWORK-INFERENCE-sSEED)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its checkpoint (flags not given are taken from the run)",
+    )
     p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
-    p.add_argument("--cache-dir", default=None, help="cache for converted data (default $PYROINV_CACHE or ~/.cache/pyroinv)")
+    p.add_argument(
+        "--cache-dir", default=None, help="cache for converted data (default $PYROINV_CACHE or ~/.cache/pyroinv)"
+    )
     p.add_argument("--log-every", type=pos_int, default=10, help="steps between metric records")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="tqdm progress bar (default: when attached to a terminal)")
-    p.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None,
-                   help="on a CUDA device, replay the training step as a CUDA graph (default: on, unless "
-                        "$PYROINV_CUDA_GRAPH is 0; never for --inference laplace)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="tqdm progress bar (default: when attached to a terminal)",
+    )
+    p.add_argument(
+        "--cuda-graph",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="on a CUDA device, replay the training step as a CUDA graph (default: on, unless "
+        "$PYROINV_CUDA_GRAPH is 0; never for --inference laplace)",
+    )
     return p
 
 
@@ -189,26 +215,48 @@ def _train(args: argparse.Namespace, argv: list[str]) -> int:
     out = args.out or default_out(cfg)
     if args.resume and (out / "config.json").exists():
         cfg = resume_config(args, argv, out)
-    run_experiment(cfg, out, resume=args.resume, data_root=args.data_root, cache_dir=args.cache_dir,
-                   progress=args.progress, log_every=args.log_every, cuda_graph=args.cuda_graph)
+    run_experiment(
+        cfg,
+        out,
+        resume=args.resume,
+        data_root=args.data_root,
+        cache_dir=args.cache_dir,
+        progress=args.progress,
+        log_every=args.log_every,
+        cuda_graph=args.cuda_graph,
+    )
     return 0
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="evaluate.py", description="Evaluate a saved run on any data set variant "
-                      "(e.g. trained on mnist, evaluated on mnist-rot).")
+    p = OneLineParser(
+        prog="evaluate.py",
+        description="Evaluate a saved run on any data set variant (e.g. trained on mnist, evaluated on mnist-rot).",
+    )
     p.add_argument("run", type=Path, help="run folder written by svi_train.py (--out)")
     p.add_argument("--dataset", default=None, help="data set to evaluate on (default: the one trained on)")
     p.add_argument("--test-size", type=pos_int, default=None, help="class-balanced subset of the test set")
     p.add_argument("--draws", type=pos_int, default=None, help="W2 draws for the posterior predictive")
-    p.add_argument("--split", choices=("test", "valid"), default="test",
-                   help="valid: the validation set the run held out of its training set (--valid-size), to choose "
-                        "evaluation settings such as --samples without the test set")
-    p.add_argument("--samples", type=pos_int, default=None,
-                   help="transforms S averaged per prediction (default: the run's S); more gives a closer Monte-Carlo "
-                        "estimate of the same invariant predictive")
-    p.add_argument("--sampling", choices=SAMPLINGS, default=None,
-                   help="how the S transforms are drawn (default: the run's): eps ~ U[-1,1]^k, or a midpoint grid")
+    p.add_argument(
+        "--split",
+        choices=("test", "valid"),
+        default="test",
+        help="valid: the validation set the run held out of its training set (--valid-size), to choose "
+        "evaluation settings such as --samples without the test set",
+    )
+    p.add_argument(
+        "--samples",
+        type=pos_int,
+        default=None,
+        help="transforms S averaged per prediction (default: the run's S); more gives a closer Monte-Carlo "
+        "estimate of the same invariant predictive",
+    )
+    p.add_argument(
+        "--sampling",
+        choices=SAMPLINGS,
+        default=None,
+        help="how the S transforms are drawn (default: the run's): eps ~ U[-1,1]^k, or a midpoint grid",
+    )
     p.add_argument("--device", choices=DEVICES, default="auto", help="auto picks CUDA when available")
     p.add_argument("--data-root", default=None, help="folder with your own MNIST IDX files or CIFAR-10 batches")
     p.add_argument("--cache-dir", default=None, help="data cache (default $PYROINV_CACHE or ~/.cache/pyroinv)")
@@ -227,9 +275,18 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
     keep_freed_memory()
     try:
         with subnormals_flushed():
-            res = evaluate_run(args.run, dataset=args.dataset, data_root=args.data_root, cache_dir=args.cache_dir,
-                               test_size=args.test_size, draws=args.draws, samples=args.samples, split=args.split,
-                               device=args.device, sampling=args.sampling)
+            res = evaluate_run(
+                args.run,
+                dataset=args.dataset,
+                data_root=args.data_root,
+                cache_dir=args.cache_dir,
+                test_size=args.test_size,
+                draws=args.draws,
+                samples=args.samples,
+                split=args.split,
+                device=args.device,
+                sampling=args.sampling,
+            )
     except PyroinvError as err:
         sys.stderr.write(f"error: {err}\n")
         return EXIT_USAGE
@@ -237,13 +294,19 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(res, indent=2))
     else:
         split = res["split"]
-        print(f"{res['run']} (trained on {res['trained_on']}, step {res['step']}) evaluated on "
-              f"{res['evaluated_on']} ({res[split + '_size']} {split} images, S = {res['samples']} {res['sampling']} "
-              "transforms):")
-        print(f"  {split} accuracy {100 * res[split + '_accuracy']:.2f}%   {split} NLL {res[split + '_nll']:.4f}   "
-              f"learned invariance: {res['learned_invariance']}")
-        print(f"  inactive units: {100 * res['inactive_units']:.1f}% of the last hidden layer's (zero on every one of "
-              f"these images under every transform)")
+        print(
+            f"{res['run']} (trained on {res['trained_on']}, step {res['step']}) evaluated on "
+            f"{res['evaluated_on']} ({res[split + '_size']} {split} images, S = {res['samples']} {res['sampling']} "
+            "transforms):"
+        )
+        print(
+            f"  {split} accuracy {100 * res[split + '_accuracy']:.2f}%   {split} NLL {res[split + '_nll']:.4f}   "
+            f"learned invariance: {res['learned_invariance']}"
+        )
+        print(
+            f"  inactive units: {100 * res['inactive_units']:.1f}% of the last hidden layer's (zero on every one of "
+            f"these images under every transform)"
+        )
         pairs = ", ".join(f"{t} as {p} ({n})" for t, p, n in res["most_confused"])
         print(f"  most confused (true as predicted): {pairs or 'none'}; {res['errors']} errors in all")
     return 0

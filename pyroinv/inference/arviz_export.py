@@ -17,6 +17,7 @@ the features of each image computed once for all draws (:func:`pyroinv.inference
 Draws of i.i.d. variational samples: ESS measures only Monte Carlo error and r_hat
 needs several chains, so neither diagnoses the fit. A point estimate (ML, MAP) has one draw.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,21 +46,34 @@ def import_arviz() -> ModuleType:
 
 
 @torch.no_grad()
-def export_data(model, guide, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
-                y_test: torch.Tensor, draws: int = 200, seed: int = 0):
+def export_data(
+    model,
+    guide,
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    x_test: torch.Tensor,
+    y_test: torch.Tensor,
+    draws: int = 200,
+    seed: int = 0,
+):
     """``draws`` draws of ``W2`` (one for a point guide) and one set of transforms over both data sets, as
     :func:`inference_data`."""
     W2 = posterior_draws(guide, draws)
     T = model.sample_transforms()
-    test = per_draw_log_probs(model, W2, x_test, T)                                        # (L, N_test, K)
+    test = per_draw_log_probs(model, W2, x_test, T)  # (L, N_test, K)
     pp = PosteriorPredictive(W2.cpu(), test, torch.logsumexp(test, 0) - math.log(W2.shape[0]), y_test.cpu())
-    train = per_draw_log_probs(model, W2, x_train, T, y=y_train)                          # (L, N_train)
+    train = per_draw_log_probs(model, W2, x_train, T, y=y_train)  # (L, N_train)
     return inference_data(pp, model.invariance, seed, train_loglik=train, y_train=y_train.cpu())
 
 
 @torch.no_grad()
-def inference_data(pp: PosteriorPredictive, invariance: Invariance, seed: int = 0,
-                   train_loglik: torch.Tensor | None = None, y_train: torch.Tensor | None = None):
+def inference_data(
+    pp: PosteriorPredictive,
+    invariance: Invariance,
+    seed: int = 0,
+    train_loglik: torch.Tensor | None = None,
+    y_train: torch.Tensor | None = None,
+):
     """Build the ``InferenceData`` (see the module docstring) from draws ``pp`` over the test set and, for the
     ``log_likelihood`` group, the training set's pointwise log-likelihood ``train_loglik`` ``(L, N)`` of labels
     ``y_train`` (without them the group holds the test set's, as the files of earlier versions did)."""
@@ -68,7 +82,7 @@ def inference_data(pp: PosteriorPredictive, invariance: Invariance, seed: int = 
     L, N, K = pp.per_draw.shape
     g = torch.Generator(device="cpu").manual_seed(seed)
     ypred = torch.multinomial(pp.per_draw.exp().reshape(-1, K), 1, generator=g).reshape(L, N)
-    test_loglik = pp.pointwise_log_likelihood()           # (L, N)
+    test_loglik = pp.pointwise_log_likelihood()  # (L, N)
     W2n = pp.W2.numpy()
     n_show = min(SUMMARY_TEST_POINTS, N)
     eta = invariance.eta.detach().cpu()
@@ -79,22 +93,40 @@ def inference_data(pp: PosteriorPredictive, invariance: Invariance, seed: int = 
     else:
         point = "train_point"
     return az.from_dict(
-        posterior={"W2": W2n[None], "w_norm": np.linalg.norm(W2n, axis=-1)[None],
-                   "p_true": test_loglik[:, :n_show].exp().numpy()[None]},
+        posterior={
+            "W2": W2n[None],
+            "w_norm": np.linalg.norm(W2n, axis=-1)[None],
+            "p_true": test_loglik[:, :n_show].exp().numpy()[None],
+        },
         log_likelihood={"y": train_loglik.numpy()[None]},
         observed_data={"y": y_train.numpy()},
         predictions={"y": ypred.numpy().astype(label)[None], "y_log_likelihood": test_loglik.numpy()[None]},
         predictions_constant_data={"y_test": pp.y.numpy()},
         constant_data={"eta": eta.numpy(), "eta_human": np.array(list(human.values()))},
-        coords={"class": np.arange(W2n.shape[1]), "hidden": np.arange(W2n.shape[2]),
-                "test_point": np.arange(N), "train_point": np.arange(train_loglik.shape[1]),
-                "shown_test_point": np.arange(n_show),
-                "generator": list(lie.GENERATOR_NAMES), "human_unit": list(human)},
-        dims={"W2": ["class", "hidden"], "w_norm": ["class"], "p_true": ["shown_test_point"],
-              "y": [point], "y_test": ["test_point"], "eta": ["generator"], "eta_human": ["human_unit"]},
+        coords={
+            "class": np.arange(W2n.shape[1]),
+            "hidden": np.arange(W2n.shape[2]),
+            "test_point": np.arange(N),
+            "train_point": np.arange(train_loglik.shape[1]),
+            "shown_test_point": np.arange(n_show),
+            "generator": list(lie.GENERATOR_NAMES),
+            "human_unit": list(human),
+        },
+        dims={
+            "W2": ["class", "hidden"],
+            "w_norm": ["class"],
+            "p_true": ["shown_test_point"],
+            "y": [point],
+            "y_test": ["test_point"],
+            "eta": ["generator"],
+            "eta_human": ["human_unit"],
+        },
         pred_dims={"y": ["test_point"], "y_log_likelihood": ["test_point"]},
-        attrs={"invariance": invariance.describe(), "inference_library": "pyro",
-               "note": "variational posterior draws (one chain); eta is a point estimate"},
+        attrs={
+            "invariance": invariance.describe(),
+            "inference_library": "pyro",
+            "note": "variational posterior draws (one chain); eta is a point estimate",
+        },
     )
 
 

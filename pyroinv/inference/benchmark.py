@@ -22,6 +22,7 @@ device runs this one, so a step costs the larger of the two). On the CPU the two
 Evaluation throughput: images per second over a test set with a fixed set of S transforms, either
 re-warping the weights for every batch (naive) or warping them once (pyroinv).
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,15 @@ def _compiled(fn: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     return call
 
 
-def step_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
-                  batch: int = 128, device: str = "cpu", precision: str = "fp32") -> Callable[[], float]:
+def step_function(
+    path: str,
+    network: str = "relu",
+    hidden: int = 1024,
+    samples: int = 32,
+    batch: int = 128,
+    device: str = "cpu",
+    precision: str = "fp32",
+) -> Callable[[], float]:
     """A closure running one forward + backward pass on ``path``; returns the loss. ``precision``: the products'
     (:mod:`pyroinv.model.precision`; the floor's product too)."""
     feats, inv, x, y, W2, eps = _setup(network, hidden, samples, batch, device)
@@ -104,9 +112,17 @@ def step_function(path: str, network: str = "relu", hidden: int = 1024, samples:
     return step
 
 
-def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
-                      device: str = "cpu", guide: str = "cholesky", num_train: int | None = None,
-                      cuda_graph: bool = False, precision: str = "fp32") -> Callable[..., dict]:
+def svi_step_function(
+    network: str = "relu",
+    hidden: int = 1024,
+    samples: int = 32,
+    batch: int = 128,
+    device: str = "cpu",
+    guide: str = "cholesky",
+    num_train: int | None = None,
+    cuda_graph: bool = False,
+    precision: str = "fp32",
+) -> Callable[..., dict]:
     """One full training step of :class:`pyroinv.inference.train.Trainer` (Trace_ELBO with the model, the
     guide (the paper's Cholesky guide, or a Pyro AutoGuide) and fused Adam, the paper's defaults otherwise) on
     ``num_train`` random 28x28 images (default four batches): the trainer's ``train_step(sync=True)``; with
@@ -119,10 +135,24 @@ def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 
 
     rng = np.random.default_rng(0)
     n = num_train or 4 * batch
-    data = Split("random", rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, n),
-                 rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8), rng.integers(0, 10, 10), 10)
-    cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, init_eta=30.0, epochs=1000,
-                 guide=guide, precision=precision)
+    data = Split(
+        "random",
+        rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, n),
+        rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, 10),
+        10,
+    )
+    cfg = Config(
+        network=network,
+        hidden=hidden,
+        samples=samples,
+        batch_size=batch,
+        init_eta=30.0,
+        epochs=1000,
+        guide=guide,
+        precision=precision,
+    )
     return Trainer(cfg, data, device=device, cuda_graph=cuda_graph).train_step
 
 
@@ -130,8 +160,9 @@ def svi_step_function(network: str = "relu", hidden: int = 1024, samples: int = 
 PYRO_ELBOS = ("Trace_ELBO", "TraceMeanField_ELBO", "JitTrace_ELBO", "JitTraceMeanField_ELBO")
 
 
-def pyro_svi_step_function(elbo: str, network: str = "relu", hidden: int = 1024, samples: int = 32,
-                           batch: int = 128, device: str = "cpu") -> Callable[[], float]:
+def pyro_svi_step_function(
+    elbo: str, network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128, device: str = "cpu"
+) -> Callable[[], float]:
     """One step of Pyro's own ``SVI`` (``pyro.optim.Adam``) with Pyro's ELBO ``elbo`` on the package's model and
     guide (the paper's defaults otherwise; the global parameter store, as a user's ``SVI`` has it), on random
     28x28 images. The JIT ELBOs compile on their first call (left to the warm-up)."""
@@ -158,8 +189,9 @@ def pyro_svi_step_function(elbo: str, network: str = "relu", hidden: int = 1024,
     return step
 
 
-def predictive_function(hidden: int = 512, samples: int = 16, n_test: int = 10000, num_samples: int = 16,
-                        device: str = "cpu") -> Callable[[], dict]:
+def predictive_function(
+    hidden: int = 512, samples: int = 16, n_test: int = 10000, num_samples: int = 16, device: str = "cpu"
+) -> Callable[[], dict]:
     """``pyro.infer.Predictive(model, guide=guide, num_samples=...)`` of the sites ``y`` and ``W2`` over ``n_test``
     random 28x28 images, on a fresh model and guide of the paper's defaults (hidden and samples as given)."""
     import pyro
@@ -180,9 +212,11 @@ def predictive_function(hidden: int = 512, samples: int = 16, n_test: int = 1000
 def queued(step: Callable[..., object], steps: int) -> Callable[[], None]:
     """``steps`` training steps queued back to back (``step(sync=False)``), as training runs them; time it with
     :func:`time_call` (which waits for the device at the end) and divide by ``steps``."""
+
     def run() -> None:
         for _ in range(steps):
             step(sync=False)
+
     return run
 
 
@@ -201,8 +235,15 @@ def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, devi
     return statistics.median(times)
 
 
-def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples: int = 32, n_test: int = 10000,
-                  batch: int = 500, device: str = "cpu") -> Callable[[], None]:
+def eval_function(
+    path: str,
+    network: str = "relu",
+    hidden: int = 1024,
+    samples: int = 32,
+    n_test: int = 10000,
+    batch: int = 500,
+    device: str = "cpu",
+) -> Callable[[], None]:
     """A closure predicting ``n_test`` images with S deterministic transforms (naive: warp per batch),
     without autograd, as :mod:`pyroinv.inference.evaluate` does."""
     feats, inv, _, _, W2, _ = _setup(network, hidden, samples, 1, device)
@@ -215,7 +256,7 @@ def eval_function(path: str, network: str = "relu", hidden: int = 1024, samples:
         bank = feats.weight_bank(T) if path == "pyroinv" else None
         for i in range(0, n_test, batch):
             b = feats.weight_bank(T) if bank is None else bank
-            mc_log_predictive(feats.apply_bank(x[i:i + batch], b), W2)
+            mc_log_predictive(feats.apply_bank(x[i : i + batch], b), W2)
 
     return run
 
@@ -228,8 +269,16 @@ def peak_memory_mb(device: str = "cpu") -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def training_memory(network: str = "relu", hidden: int = 1024, samples: int = 32, batch: int = 128,
-                    num_train: int = 2048, inference: str = "vi", steps: int = 3, device: str = "cpu") -> dict:
+def training_memory(
+    network: str = "relu",
+    hidden: int = 1024,
+    samples: int = 32,
+    batch: int = 128,
+    num_train: int = 2048,
+    inference: str = "vi",
+    steps: int = 3,
+    device: str = "cpu",
+) -> dict:
     """Peak memory of training, measured against :func:`pyroinv.inference.memory.estimate`: the growth of this
     process's peak resident memory (CPU) or the allocator's peak (CUDA) from just before the
     :class:`~pyroinv.inference.train.Trainer` is built (the data already loaded, as in a run) to after ``steps``
@@ -243,11 +292,24 @@ def training_memory(network: str = "relu", hidden: int = 1024, samples: int = 32
 
     rng = np.random.default_rng(0)
     n_test = 10
-    data = Split("random", rng.integers(0, 256, (num_train, 1, 28, 28), dtype=np.uint8),
-                 rng.integers(0, 10, num_train), rng.integers(0, 256, (n_test, 1, 28, 28), dtype=np.uint8),
-                 rng.integers(0, 10, n_test), 10)
-    cfg = Config(network=network, hidden=hidden, samples=samples, batch_size=batch, inference=inference,
-                 init_eta=30.0, epochs=1000, device=device)
+    data = Split(
+        "random",
+        rng.integers(0, 256, (num_train, 1, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, num_train),
+        rng.integers(0, 256, (n_test, 1, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, n_test),
+        10,
+    )
+    cfg = Config(
+        network=network,
+        hidden=hidden,
+        samples=samples,
+        batch_size=batch,
+        inference=inference,
+        init_eta=30.0,
+        epochs=1000,
+        device=device,
+    )
     cuda = torch.device(device).type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -259,4 +321,4 @@ def training_memory(network: str = "relu", hidden: int = 1024, samples: int = 32
         trainer.train_step()
     peak = torch.cuda.max_memory_allocated(device) if cuda else resident_bytes()[1]
     est = estimate(cfg, (1, 28, 28), 10, num_train, n_test)
-    return {"measured_mb": (peak - before) / 2 ** 20, "estimated_mb": est.total / 2 ** 20}
+    return {"measured_mb": (peak - before) / 2**20, "estimated_mb": est.total / 2**20}

@@ -1,4 +1,5 @@
 """Build the Pyro model, guide and ELBO of a :class:`~pyroinv.config.Config`."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,13 +37,21 @@ def check_inputs(cfg: Config, input_shape: tuple[int, ...]) -> None:
     pixels would differ per axis.
     """
     if len(input_shape) == 3 and input_shape[1] != input_shape[2] and cfg.invariance != "none":
-        raise ConfigError(f"--invariance {cfg.invariance} needs square images but these are {input_shape[1]} x "
-                          f"{input_shape[2]} pixels (in normalised coordinates a rotation of a non-square grid is also "
-                          f"a stretch); pad them to square, e.g. with numpy.pad, or use --invariance none")
+        raise ConfigError(
+            f"--invariance {cfg.invariance} needs square images but these are {input_shape[1]} x "
+            f"{input_shape[2]} pixels (in normalised coordinates a rotation of a non-square grid is also "
+            f"a stretch); pad them to square, e.g. with numpy.pad, or use --invariance none"
+        )
 
 
-def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, body: torch.nn.Module | None = None,
-                transforms_on: str = "auto", device: torch.device | str = "cpu") -> tuple[InvariantBNN, PyroModule]:
+def build_model(
+    cfg: Config,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    body: torch.nn.Module | None = None,
+    transforms_on: str = "auto",
+    device: torch.device | str = "cpu",
+) -> tuple[InvariantBNN, PyroModule]:
     """Model and guide for ``cfg`` (call after seeding: ``W1`` and RFF draws use the torch RNG).
 
     The method (:mod:`pyroinv.model.methods`) picks the prior, the guide and where the transforms act; the
@@ -55,23 +64,46 @@ def build_model(cfg: Config, input_shape: tuple[int, ...], num_classes: int, bod
     if cfg.sampling == "deterministic":
         lie.deterministic_eps(cfg.samples, lie.PRESETS[cfg.invariance])  # fail early if the grid is too large
     try:
-        invariance = Invariance(cfg.invariance, init=initial_eta(cfg, image_size), learn=cfg.fixed_eta is None,
-                                constraint=cfg.eta_constraint, image_size=image_size)
+        invariance = Invariance(
+            cfg.invariance,
+            init=initial_eta(cfg, image_size),
+            learn=cfg.fixed_eta is None,
+            constraint=cfg.eta_constraint,
+            image_size=image_size,
+        )
     except ConfigError as err:  # the module's own words, said of the flags that set it
-        raise ConfigError(f"--init-eta {cfg.eta_human()} with --eta-constraint {cfg.eta_constraint}: {err} (init in "
-                          f"raw units: radians, normalised units, log-scale)") from None
-    settings = FeatureSettings(hidden=cfg.hidden, depth=cfg.depth, channels=tuple(cfg.channels),
-                               activation=cfg.activation, blur_sigma=cfg.blur_sigma, rff_sigma=cfg.rff_sigma,
-                               rff_lengthscale=cfg.rff_lengthscale, init_scale=cfg.w1_init_scale, jacobian=cfg.jacobian)
+        raise ConfigError(
+            f"--init-eta {cfg.eta_human()} with --eta-constraint {cfg.eta_constraint}: {err} (init in "
+            f"raw units: radians, normalised units, log-scale)"
+        ) from None
+    settings = FeatureSettings(
+        hidden=cfg.hidden,
+        depth=cfg.depth,
+        channels=tuple(cfg.channels),
+        activation=cfg.activation,
+        blur_sigma=cfg.blur_sigma,
+        rff_sigma=cfg.rff_sigma,
+        rff_lengthscale=cfg.rff_lengthscale,
+        init_scale=cfg.w1_init_scale,
+        jacobian=cfg.jacobian,
+    )
     if body is None:
         features = build_features(cfg.network, input_shape, invariance, settings, on_inputs=m.transforms_on == "inputs")
     else:
         path = "inputs" if m.transforms_on == "inputs" else transforms_on
         features = BodyFeatures(body, input_shape, invariance, path=path, blur_sigma=cfg.blur_sigma)
     set_product_dtype(features, resolve_precision(cfg.precision, device))  # the products' dtype on ``device``
-    model = InvariantBNN(features, num_classes, alpha=cfg.alpha, prior=m.prior, num_samples=cfg.samples,
-                         sampling=cfg.sampling, width_weight=cfg.width_weight if m.width_reward else 0.0,
-                         average=cfg.average, estimator=m.estimator(cfg.estimator))
+    model = InvariantBNN(
+        features,
+        num_classes,
+        alpha=cfg.alpha,
+        prior=m.prior,
+        num_samples=cfg.samples,
+        sampling=cfg.sampling,
+        width_weight=cfg.width_weight if m.width_reward else 0.0,
+        average=cfg.average,
+        estimator=m.estimator(cfg.estimator),
+    )
     guide = m.build_guide(num_classes, features.num_features, cfg.guide_init_scale, cfg.estimator, cfg.guide, cfg.alpha)
     return model, guide
 

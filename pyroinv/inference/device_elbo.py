@@ -14,6 +14,7 @@ and the loss is ``surrogate`` itself when the guide is fully reparameterised (th
 formula without the host read). A non-finite loss is caught by the trainer without a host read
 (:meth:`pyroinv.inference.train.Trainer.first_nonfinite`).
 """
+
 from __future__ import annotations
 
 import pyro

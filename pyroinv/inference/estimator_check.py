@@ -10,6 +10,7 @@ each estimator, at the same parameters and the same minibatch, and reports
 
 ``scripts/estimator_variance.py`` is the command-line form.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,12 +25,24 @@ from ..model.estimators import ESTIMATORS
 from ..model.methods import method
 
 #: parameter groups reported: name in the loss module -> label
-GROUPS = {"guide.loc_unconstrained": "mu", "guide.diag_unconstrained": "diag(L)",
-          "model.features.W1": "W1", "model.features.invariance.eta_active_unconstrained": "eta"}
+GROUPS = {
+    "guide.loc_unconstrained": "mu",
+    "guide.diag_unconstrained": "diag(L)",
+    "model.features.W1": "W1",
+    "model.features.invariance.eta_active_unconstrained": "eta",
+}
 
 
-def compare_estimators(cfg: Config, x: torch.Tensor, y: torch.Tensor, num_data: int, num_classes: int,
-                       repeats: int = 64, seed: int = 0, mu_scale: float = 0.0) -> dict[str, Any]:
+def compare_estimators(
+    cfg: Config,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_data: int,
+    num_classes: int,
+    repeats: int = 64,
+    seed: int = 0,
+    mu_scale: float = 0.0,
+) -> dict[str, Any]:
     """Loss mean and gradient variance of both estimators at one set of parameters.
 
     Args:
@@ -51,8 +64,11 @@ def compare_estimators(cfg: Config, x: torch.Tensor, y: torch.Tensor, num_data: 
         with torch.no_grad():
             guide.loc = torch.randn(guide.loc.shape) * mu_scale
         loss_fn = build_loss(cfg, model, guide)
-        params = {f"{owner}.{n}": p for owner, module in (("model", model), ("guide", guide))
-                  for n, p in module.named_parameters()}
+        params = {
+            f"{owner}.{n}": p
+            for owner, module in (("model", model), ("guide", guide))
+            for n, p in module.named_parameters()
+        }
         losses, grads = [], {name: [] for name in GROUPS if name in params}
         torch.manual_seed(seed + 1)
         for _ in range(repeats):
@@ -64,9 +80,13 @@ def compare_estimators(cfg: Config, x: torch.Tensor, y: torch.Tensor, num_data: 
                 grads[n].append(gi.detach().flatten())
         mean = sum(losses) / repeats
         sd = math.sqrt(sum((v - mean) ** 2 for v in losses) / (repeats - 1))
-        out[estimator] = {"loss_mean": mean, "loss_se": sd / math.sqrt(repeats),
-                          "grad_variance": {GROUPS[n]: float(torch.stack(v).var(0).sum()) for n, v in grads.items()}}
+        out[estimator] = {
+            "loss_mean": mean,
+            "loss_se": sd / math.sqrt(repeats),
+            "grad_variance": {GROUPS[n]: float(torch.stack(v).var(0).sum()) for n, v in grads.items()},
+        }
     out["variance_ratio_shared_over_local"] = {
         k: out["shared"]["grad_variance"][k] / max(out["local"]["grad_variance"][k], 1e-300)
-        for k in out["local"]["grad_variance"]}
+        for k in out["local"]["grad_variance"]
+    }
     return out

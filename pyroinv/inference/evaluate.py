@@ -9,6 +9,7 @@ computed once for the whole data set):
 :func:`posterior_predictive` makes the one pass over the test set; the test metrics of a run and its
 ArviZ file (:mod:`pyroinv.inference.arviz_export`) are both read off its result.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,9 @@ def posterior_draws(guide, num_draws: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def predictive_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T: torch.Tensor | None = None,
-                         batch_size: int = 500) -> torch.Tensor:
+def predictive_log_probs(
+    model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T: torch.Tensor | None = None, batch_size: int = 500
+) -> torch.Tensor:
     """``log p(y | x)`` for every class, ``(N, K)``, under draws ``W2`` ``(L, K, D)``."""
     return model.chunked_log_predictive(x, W2, T, batch_size)
 
@@ -79,8 +81,14 @@ class PosteriorPredictive:
 
 
 @torch.no_grad()
-def per_draw_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T: torch.Tensor | None = None,
-                       y: torch.Tensor | None = None, batch_size: int = 500) -> torch.Tensor:
+def per_draw_log_probs(
+    model: InvariantBNN,
+    W2: torch.Tensor,
+    x: torch.Tensor,
+    T: torch.Tensor | None = None,
+    y: torch.Tensor | None = None,
+    batch_size: int = 500,
+) -> torch.Tensor:
     """``log f_hat(x_n; W2^(l))`` of every draw ``l`` of ``W2`` ``(L, K, D)``, on the CPU: ``(L, N, K)``, or with
     labels ``y`` the true class's only, ``(L, N)``. One set of S transforms (``T``, or drawn once); the features
     of each batch are computed once for all draws (and averaged once, under ``average="logits"``)."""
@@ -89,28 +97,37 @@ def per_draw_log_probs(model: InvariantBNN, W2: torch.Tensor, x: torch.Tensor, T
     logits = model.average == "logits"
     out = []
     for i in range(0, x.shape[0], batch_size):
-        feats = model.features.apply_bank(x[i:i + batch_size], bank)                   # (S, B, D)
+        feats = model.features.apply_bank(x[i : i + batch_size], bank)  # (S, B, D)
         if logits:  # W2 is linear: average the features once, not once per draw (one "transform" left)
             feats = feats.mean(0, keepdim=True)
         logp = torch.stack([mc_log_predictive(feats, w, "probs" if logits else model.average) for w in W2])  # (L, B, K)
         if y is not None:
-            logp = logp.gather(2, y[i:i + batch_size].view(1, -1, 1).expand(logp.shape[0], -1, 1))[..., 0]
+            logp = logp.gather(2, y[i : i + batch_size].view(1, -1, 1).expand(logp.shape[0], -1, 1))[..., 0]
         out.append(logp.cpu())
     return torch.cat(out, 1)
 
 
 @torch.no_grad()
-def posterior_predictive(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, draws: int = 8,
-                         batch_size: int = 500) -> PosteriorPredictive:
+def posterior_predictive(
+    model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, draws: int = 8, batch_size: int = 500
+) -> PosteriorPredictive:
     """``draws`` draws of ``W2`` (one for a point guide), then one set of S transforms, over ``(x, y)``."""
     W2 = posterior_draws(guide, draws)
-    per = per_draw_log_probs(model, W2, x, batch_size=batch_size)                      # (L, N, K)
+    per = per_draw_log_probs(model, W2, x, batch_size=batch_size)  # (L, N, K)
     return PosteriorPredictive(W2.cpu(), per, torch.logsumexp(per, 0) - math.log(W2.shape[0]), y.cpu())
 
 
 @torch.no_grad()
-def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Tensor, batch_size: int = 500,
-                       T: torch.Tensor | None = None, num_data: int | None = None, draws: int = 1) -> dict[str, float]:
+def elbo_per_datapoint(
+    model: InvariantBNN,
+    guide,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    batch_size: int = 500,
+    T: torch.Tensor | None = None,
+    num_data: int | None = None,
+    draws: int = 1,
+) -> dict[str, float]:
     """ELBO / N on ``(x, y)``: ``(sum_n E_q[log f_hat(x_n)_{y_n}] - KL(q || p)) / N``.
 
     One fresh draw of ``W2`` per batch and one set of S transforms per pass (each term stays
@@ -128,12 +145,15 @@ def elbo_per_datapoint(model: InvariantBNN, guide, x: torch.Tensor, y: torch.Ten
         bank = model.features.weight_bank(model.sample_transforms() if T is None else T)
         for i in range(0, n, batch_size):
             W2 = posterior_draws(guide, 1)[0]
-            logp = mc_log_predictive(model.features.apply_bank(x[i:i + batch_size], bank), W2, model.average)
-            loglik += logp.gather(1, y[i:i + batch_size].unsqueeze(1)).sum().item() / draws
+            logp = mc_log_predictive(model.features.apply_bank(x[i : i + batch_size], bank), W2, model.average)
+            loglik += logp.gather(1, y[i : i + batch_size].unsqueeze(1)).sum().item() / draws
     penalty = guide.regulariser(model.prior(device=x.device)).item()
     N = num_data or n
-    return {"elbo_per_datapoint": loglik / n - penalty / N, "loglik_per_datapoint": loglik / n,
-            "kl_per_datapoint": penalty / N}
+    return {
+        "elbo_per_datapoint": loglik / n - penalty / N,
+        "loglik_per_datapoint": loglik / n,
+        "kl_per_datapoint": penalty / N,
+    }
 
 
 @torch.no_grad()
@@ -145,17 +165,28 @@ def inactive_units(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) 
     bank = model.features.weight_bank(model.sample_transforms())
     active = None
     for i in range(0, x.shape[0], batch_size):
-        on = (model.features.apply_bank(x[i:i + batch_size], bank)[..., :-1] != 0).flatten(0, -2).any(0)
+        on = (model.features.apply_bank(x[i : i + batch_size], bank)[..., :-1] != 0).flatten(0, -2).any(0)
         active = on if active is None else active | on
     return 1.0 - active.float().mean().item()
 
 
 @torch.no_grad()
-def evaluate(model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Tensor, draws: int = 8,
-             batch_size: int = 500) -> dict[str, float]:
+def evaluate(
+    model: InvariantBNN, guide, x_test: torch.Tensor, y_test: torch.Tensor, draws: int = 8, batch_size: int = 500
+) -> dict[str, float]:
     """Test accuracy and NLL of the posterior predictive (``draws`` W2 draws x S transforms)."""
     return posterior_predictive(model, guide, x_test, y_test, draws, batch_size).metrics()
 
 
-__all__ = ["PosteriorPredictive", "most_confused", "per_draw_log_probs", "posterior_draws", "posterior_predictive",
-           "predictive_log_probs", "classification_metrics", "elbo_per_datapoint", "evaluate", "inactive_units"]
+__all__ = [
+    "PosteriorPredictive",
+    "most_confused",
+    "per_draw_log_probs",
+    "posterior_draws",
+    "posterior_predictive",
+    "predictive_log_probs",
+    "classification_metrics",
+    "elbo_per_datapoint",
+    "evaluate",
+    "inactive_units",
+]

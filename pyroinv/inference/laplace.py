@@ -36,6 +36,7 @@ above, which also spares a run the import of laplace-torch's backends. LILA diff
 its Laplace covers every layer (here the output layer, the part of the network that the ELBO treats as random);
 :mod:`pyroinv.inference.laplace_layers` (``--laplace-layers all``) takes both from LILA for the body's layers.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,12 +54,14 @@ STRUCTURES = ("kron", "full")
 
 
 @torch.no_grad()
-def averaged_features(model: InvariantBNN, x: torch.Tensor, T: torch.Tensor | None = None,
-                      batch_size: int = 500) -> torch.Tensor:
+def averaged_features(
+    model: InvariantBNN, x: torch.Tensor, T: torch.Tensor | None = None, batch_size: int = 500
+) -> torch.Tensor:
     """``phi_bar(x)``, ``(N, D)``: the features averaged over the model's S transforms (drawn once, or ``T``)."""
     bank = model.features.weight_bank(model.sample_transforms() if T is None else T)
-    return torch.cat([model.features.apply_bank(x[i:i + batch_size], bank).mean(0)
-                      for i in range(0, x.shape[0], batch_size)])
+    return torch.cat(
+        [model.features.apply_bank(x[i : i + batch_size], bank).mean(0) for i in range(0, x.shape[0], batch_size)]
+    )
 
 
 def log_likelihood(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor) -> torch.Tensor:
@@ -99,10 +102,10 @@ def full_ggn(phi: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
     K = probs.shape[1]
     H = phi.new_zeros(K * D, K * D)
     for i in range(0, N, 1000):  # Psi a thousand rows at a time
-        psi = (probs[i:i + 1000].unsqueeze(2) * phi[i:i + 1000].unsqueeze(1)).reshape(-1, K * D)  # (n, K D)
+        psi = (probs[i : i + 1000].unsqueeze(2) * phi[i : i + 1000].unsqueeze(1)).reshape(-1, K * D)  # (n, K D)
         H -= psi.T @ psi
     for k in range(K):
-        H[k * D:(k + 1) * D, k * D:(k + 1) * D] += (phi * probs[:, k:k + 1]).T @ phi
+        H[k * D : (k + 1) * D, k * D : (k + 1) * D] += (phi * probs[:, k : k + 1]).T @ phi
     return H
 
 
@@ -113,8 +116,14 @@ def full_logdet(phi: torch.Tensor, probs: torch.Tensor, alpha: float) -> torch.T
     return 2 * torch.linalg.cholesky(H).diagonal().log().sum()
 
 
-def log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor, alpha: float, structure: str = "kron",
-                 num_data: int | None = None) -> torch.Tensor:
+def log_evidence(
+    phi: torch.Tensor,
+    y: torch.Tensor,
+    W2: torch.Tensor,
+    alpha: float,
+    structure: str = "kron",
+    num_data: int | None = None,
+) -> torch.Tensor:
     """The Laplace estimate of ``log p(D | eta)`` at ``W2`` (the mode, for the estimate to mean what it says).
 
     ``num_data``: the training set's size when ``phi``/``y`` are a subset of it (the log-likelihood and the
@@ -133,15 +142,25 @@ def log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor, alpha: fl
     return (N / n) * log_likelihood(phi, y, W2) - penalty - 0.5 * kron_logdet(A * (N / n), G * (N / n), N, alpha)
 
 
-def map_w2(phi: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float, iters: int = 200,
-           init: torch.Tensor | None = None) -> torch.Tensor:
+def map_w2(
+    phi: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    alpha: float,
+    iters: int = 200,
+    init: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The mode ``W2_hat`` of ``log p(D | W2) + log p(W2)`` (concave: unique), by L-BFGS in float64."""
     phi = phi.double().detach()
-    W = (torch.zeros(num_classes, phi.shape[1], dtype=torch.float64, device=phi.device) if init is None
-         else init.detach().double().clone())
+    W = (
+        torch.zeros(num_classes, phi.shape[1], dtype=torch.float64, device=phi.device)
+        if init is None
+        else init.detach().double().clone()
+    )
     W.requires_grad_(True)
-    opt = torch.optim.LBFGS([W], max_iter=iters, tolerance_grad=1e-9, tolerance_change=1e-12,
-                            line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [W], max_iter=iters, tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe"
+    )
 
     def closure():
         opt.zero_grad()
@@ -155,8 +174,15 @@ def map_w2(phi: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float, i
 
 
 @torch.no_grad()
-def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor, alpha: float, draws: int = 1000,
-                            seed: int = 0, batch: int = 25) -> dict[str, float]:
+def importance_log_evidence(
+    phi: torch.Tensor,
+    y: torch.Tensor,
+    W2: torch.Tensor,
+    alpha: float,
+    draws: int = 1000,
+    seed: int = 0,
+    batch: int = 25,
+) -> dict[str, float]:
     """``log p(D | eta)`` by importance sampling, the Laplace posterior ``N(W2_hat, P^-1)`` (exact ``P``) as the
     proposal: a check of the Laplace estimate that does not assume the posterior is Gaussian,
 
@@ -171,7 +197,7 @@ def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor
     phi, W2 = phi.double(), W2.double()
     K, D = W2.shape
     P = full_ggn(phi, torch.softmax(phi @ W2.T, -1))
-    P.diagonal().add_(1.0 / alpha)                                 # H_lik + I / alpha
+    P.diagonal().add_(1.0 / alpha)  # H_lik + I / alpha
     L = torch.linalg.cholesky(P)
     half_logdet = L.diagonal().log().sum()
     gen = torch.Generator(device="cpu").manual_seed(seed)
@@ -180,8 +206,11 @@ def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor
         z = torch.randn(min(batch, draws - start), K * D, generator=gen, dtype=torch.float64).to(phi.device)
         # W = W2_hat + L^-T z has covariance P^-1 (P = L L^T)
         W = W2 + torch.linalg.solve_triangular(L.T, z.T, upper=True).T.reshape(-1, K, D)
-        loglik = torch.log_softmax(torch.einsum("nd,mkd->mnk", phi, W), -1).gather(
-            -1, y.expand(W.shape[0], -1).unsqueeze(-1)).sum((1, 2))
+        loglik = (
+            torch.log_softmax(torch.einsum("nd,mkd->mnk", phi, W), -1)
+            .gather(-1, y.expand(W.shape[0], -1).unsqueeze(-1))
+            .sum((1, 2))
+        )
         log_prior = -0.5 * W.pow(2).sum((1, 2)) / alpha - 0.5 * K * D * math.log(2 * math.pi * alpha)
         log_q = -0.5 * z.pow(2).sum(1) + half_logdet - 0.5 * K * D * math.log(2 * math.pi)
         log_w.append(loglik + log_prior - log_q)
@@ -189,29 +218,39 @@ def importance_log_evidence(phi: torch.Tensor, y: torch.Tensor, W2: torch.Tensor
     weights = torch.softmax(log_w, 0)
     estimate = torch.logsumexp(log_w, 0) - math.log(draws)
     N = phi.shape[0]
-    return {"importance_per_datapoint": float(estimate) / N, "importance_ess": float(1 / weights.pow(2).sum()),
-            "importance_log_weight_sd_per_datapoint": float(log_w.std()) / N}
+    return {
+        "importance_per_datapoint": float(estimate) / N,
+        "importance_ess": float(1 / weights.pow(2).sum()),
+        "importance_log_weight_sd_per_datapoint": float(log_w.std()) / N,
+    }
 
 
-def laplace_log_evidence(phi: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float, iters: int = 200,
-                         structure: str = "full") -> tuple[torch.Tensor, float]:
+def laplace_log_evidence(
+    phi: torch.Tensor, y: torch.Tensor, num_classes: int, alpha: float, iters: int = 200, structure: str = "full"
+) -> tuple[torch.Tensor, float]:
     """The mode ``W2_hat`` (L-BFGS) and the Laplace estimate of ``log p(D | eta)`` at fixed features ``phi``."""
     W = map_w2(phi, y, num_classes, alpha, iters)
     with torch.no_grad():
         return W, float(log_evidence(phi.double(), y, W.double(), alpha, structure))
 
 
-def w2_at_mode(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float,
-               init: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def w2_at_mode(
+    model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float, init: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The averaged features ``phi_bar`` of a trained network (its body and ``eta`` as they are) and the mode
     ``W2_hat`` on them (L-BFGS from ``init``), both in float64."""
     phi = averaged_features(model, x).double()
     return phi, map_w2(phi, y, model.num_classes, alpha, init=init).double()
 
 
-def evidence_at_mode(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float,
-                     init: torch.Tensor | None = None,
-                     mode: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, float | None]:
+def evidence_at_mode(
+    model: InvariantBNN,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    alpha: float,
+    init: torch.Tensor | None = None,
+    mode: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> dict[str, float | None]:
     """The Laplace estimates of ``log p(D | eta) / N`` of a trained network: its body and ``eta`` as they are,
     ``W2`` at its mode (:func:`w2_at_mode`, or ``mode`` when already found), the Kronecker-factored curvature
     (``laplace_per_datapoint``) and, up to :data:`FULL_MAX` output weights, the exact one
@@ -237,8 +276,9 @@ class KronOccam:
     sq_norm: float | None = None
 
 
-def mackay_precision(a: torch.Tensor, g: torch.Tensor, num_data: float, sq_norm: float, precision: float,
-                     iterations: int = 20) -> float:
+def mackay_precision(
+    a: torch.Tensor, g: torch.Tensor, num_data: float, sq_norm: float, precision: float, iterations: int = 20
+) -> float:
     """The evidence's fixed point in a layer's prior precision (MacKay): ``delta = gamma / ||theta||^2`` with
     ``gamma = sum_ij lambda_ij / (lambda_ij + delta)`` its effective number of parameters, ``lambda_ij = g_i a_j /
     N`` (``iterations`` steps from ``precision``)."""
@@ -250,8 +290,14 @@ def mackay_precision(a: torch.Tensor, g: torch.Tensor, num_data: float, sq_norm:
     return precision
 
 
-def kron_occam_factors(A: torch.Tensor, G: torch.Tensor, num_data: float, alpha: float | None,
-                       sq_norm: float | None = None, precision: float = 1.0) -> KronOccam:
+def kron_occam_factors(
+    A: torch.Tensor,
+    G: torch.Tensor,
+    num_data: float,
+    alpha: float | None,
+    sq_norm: float | None = None,
+    precision: float = 1.0,
+) -> KronOccam:
     """``log det(P / delta) = sum_ij log(1 + g_i a_j / (N delta))`` for ``P = G (x) A / N + delta I`` and its
     first-order gradients ``d log det = tr(M_A dA) + tr(M_G dG)``,
 
@@ -268,11 +314,15 @@ def kron_occam_factors(A: torch.Tensor, G: torch.Tensor, num_data: float, alpha:
         precision = mackay_precision(a, g, num_data, sq_norm, precision)
     else:
         precision = 1.0 / alpha
-    lam = torch.outer(g, a) / num_data                                                 # (out, in), float64
+    lam = torch.outer(g, a) / num_data  # (out, in), float64
     denom = lam + precision
-    return KronOccam(M_A=(U * ((g / num_data).unsqueeze(1) / denom).sum(0)) @ U.T,
-                     M_G=(V * ((a / num_data).unsqueeze(0) / denom).sum(1)) @ V.T,
-                     logdet=torch.log1p(lam / precision).sum(), precision=precision, sq_norm=sq_norm)
+    return KronOccam(
+        M_A=(U * ((g / num_data).unsqueeze(1) / denom).sum(0)) @ U.T,
+        M_G=(V * ((a / num_data).unsqueeze(0) / denom).sum(1)) @ V.T,
+        logdet=torch.log1p(lam / precision).sum(),
+        precision=precision,
+        sq_norm=sq_norm,
+    )
 
 
 class LaplaceEtaGradient:
@@ -301,8 +351,12 @@ class LaplaceEtaGradient:
 
     def state_dict(self) -> dict:
         """The curvature of the last refresh and the subset generator (plain tensors, for a checkpoint)."""
-        return {"M_A": self.M_A, "M_G": self.M_G, "log_evidence": self.log_evidence,
-                "generator": self.generator.get_state()}
+        return {
+            "M_A": self.M_A,
+            "M_G": self.M_G,
+            "log_evidence": self.log_evidence,
+            "generator": self.generator.get_state(),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.M_A, self.M_G = state["M_A"], state["M_G"]
@@ -331,7 +385,7 @@ class LaplaceEtaGradient:
         """Recompute the curvature at the current weights and point ``W2``; returns (and keeps) the Kronecker-factored
         Laplace estimate of ``log p(D | eta) / N`` there."""
         N = self.num_data
-        idx = torch.randperm(N, generator=self.generator)[:self.refresh_size].to(self.x.device)
+        idx = torch.randperm(N, generator=self.generator)[: self.refresh_size].to(self.x.device)
         phi = averaged_features(self.model, self.x[idx])
         self.log_evidence = self._refresh_output(phi, self.y[idx], W2, N / phi.shape[0]) / N
         return self.log_evidence
@@ -350,7 +404,25 @@ class LaplaceEtaGradient:
         return {self.metric: self.log_evidence}
 
 
-__all__ = ["FULL_MAX", "KronOccam", "LaplaceEtaGradient", "REFRESH_SIZE", "STRUCTURES", "averaged_features",
-           "evidence_at_mode", "full_ggn", "full_logdet", "importance_log_evidence", "kron_factors", "kron_logdet",
-           "kron_occam_factors", "laplace_log_evidence", "log_evidence", "log_likelihood", "mackay_precision",
-           "map_w2", "symmetric_eigh", "w2_at_mode"]
+__all__ = [
+    "FULL_MAX",
+    "KronOccam",
+    "LaplaceEtaGradient",
+    "REFRESH_SIZE",
+    "STRUCTURES",
+    "averaged_features",
+    "evidence_at_mode",
+    "full_ggn",
+    "full_logdet",
+    "importance_log_evidence",
+    "kron_factors",
+    "kron_logdet",
+    "kron_occam_factors",
+    "laplace_log_evidence",
+    "log_evidence",
+    "log_likelihood",
+    "mackay_precision",
+    "map_w2",
+    "symmetric_eigh",
+    "w2_at_mode",
+]

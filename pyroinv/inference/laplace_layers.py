@@ -39,6 +39,7 @@ with ``Lambda_n = diag(p_n) - p_n p_n^T = L_n L_n^T``, ``L_n = diag(sqrt p_n) - 
 Only image data and the fully connected networks (``relu``, ``mlp``) are covered: a convolution's Kronecker factors
 and 2-D coordinate data's homogeneous first layer are not implemented (a one-line error says so).
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -53,10 +54,17 @@ from ..model.networks import InvariantFeatures
 from ..model.registry import network
 from ..model.scope import local_params
 from ..model.warp import gaussian_blur, jacobian
+
 if TYPE_CHECKING:
     from ..config import Config
-from .laplace import (FULL_MAX, LaplaceEtaGradient, evidence_at_mode, importance_log_evidence, kron_occam_factors,
-                      w2_at_mode)
+from .laplace import (
+    FULL_MAX,
+    LaplaceEtaGradient,
+    evidence_at_mode,
+    importance_log_evidence,
+    kron_occam_factors,
+    w2_at_mode,
+)
 
 #: training images on which the curvature of every layer is refreshed (all of them when the set is smaller)
 REFRESH_SIZE = 1000
@@ -69,11 +77,15 @@ def covered_layers(features: torch.nn.Module) -> list[tuple[torch.Tensor, torch.
     network the all-layer Laplace does not cover."""
     first = features.first if isinstance(features, DeepMLPFeatures) else features
     if not isinstance(first, InvariantFeatures) or not isinstance(first.W1, torch.nn.Parameter):
-        raise ConfigError("--laplace-layers all covers fully connected ReLU layers with a learned W1 and the "
-                          "transforms on its weights (--network relu or mlp); use --laplace-layers last")
+        raise ConfigError(
+            "--laplace-layers all covers fully connected ReLU layers with a learned W1 and the "
+            "transforms on its weights (--network relu or mlp); use --laplace-layers last"
+        )
     if not first.is_image:
-        raise ConfigError("--laplace-layers all needs image inputs (the first layer's input is the adjoint-warped "
-                          "image); for 2-D coordinates use --laplace-layers last")
+        raise ConfigError(
+            "--laplace-layers all needs image inputs (the first layer's input is the adjoint-warped "
+            "image); for 2-D coordinates use --laplace-layers last"
+        )
     rest = [(layer.weight, layer.bias) for layer in features.layers] if isinstance(features, DeepMLPFeatures) else []
     return [(first.W1, first.b1)] + rest
 
@@ -87,8 +99,9 @@ def first_layer_inputs(first: InvariantFeatures, x: torch.Tensor, T: torch.Tenso
     return a * jacobian(T).view(S, 1, 1) if first.jacobian else a
 
 
-def layer_pass(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor
-               ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+def layer_pass(
+    features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
     """The network's pass layer by layer: each covered layer's inputs ``(S, B, in)`` and pre-activations
     ``(S, B, out)``, and the features ``phi_bar`` ``(B, H + 1)`` averaged over the transforms."""
     first = features.first if isinstance(features, DeepMLPFeatures) else features
@@ -102,8 +115,9 @@ def layer_pass(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor
     return inputs, pres, mean_with_one(a)
 
 
-def kron_layer_factors(features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor, W2: torch.Tensor,
-                       differentiable: bool = False) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+def kron_layer_factors(
+    features: torch.nn.Module, x: torch.Tensor, T: torch.Tensor, W2: torch.Tensor, differentiable: bool = False
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     """Every covered layer's Kronecker factors ``(A_l, G_l)`` on the examples ``x`` (sums, not scaled), and the
     averaged features ``phi_bar`` ``(n, H + 1)``. ``G_l`` takes one backward pass per class (the columns of
     :func:`ggn_factor_root`). ``differentiable``: the factors keep their graph (to ``eta`` through the inputs and
@@ -114,8 +128,9 @@ def kron_layer_factors(features: torch.nn.Module, x: torch.Tensor, T: torch.Tens
         roots = ggn_factor_root(torch.softmax(logits if differentiable else logits.detach(), -1))
         Gs = [z.new_zeros(z.shape[-1], z.shape[-1]) for z in pres]
         for k in range(roots.shape[-1]):
-            grads = torch.autograd.grad(logits, pres, grad_outputs=roots[:, :, k], retain_graph=True,
-                                        create_graph=differentiable)
+            grads = torch.autograd.grad(
+                logits, pres, grad_outputs=roots[:, :, k], retain_graph=True, create_graph=differentiable
+            )
             Gs = [G + g.sum(0).T @ g.sum(0) for G, g in zip(Gs, grads)]
     if differentiable:
         return [(mean_with_one(a).T @ mean_with_one(a), G) for a, G in zip(inputs, Gs)], phi
@@ -162,8 +177,12 @@ class LayersLaplace(LaplaceEtaGradient):
         self.M_G_layers: list[torch.Tensor] | None = None
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "M_A_layers": self.M_A_layers, "M_G_layers": self.M_G_layers,
-                "precisions": list(self.precisions)}
+        return {
+            **super().state_dict(),
+            "M_A_layers": self.M_A_layers,
+            "M_G_layers": self.M_G_layers,
+            "precisions": list(self.precisions),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -178,14 +197,20 @@ class LayersLaplace(LaplaceEtaGradient):
         """Recompute every layer's curvature and prior precision at the current weights; returns (and keeps) the
         Laplace estimate of ``log p(D | eta) / N`` over all layers there."""
         N = self.num_data
-        idx = torch.randperm(N, generator=self.generator)[:self.refresh_size].to(self.x.device)
+        idx = torch.randperm(N, generator=self.generator)[: self.refresh_size].to(self.x.device)
         factors, phi = kron_layer_factors(self.model.features, self.x[idx], self.model.sample_transforms().detach(), W2)
         scale = N / phi.shape[0]
         value = self._refresh_output(phi, self.y[idx], W2, scale)
         self.M_A_layers, self.M_G_layers = [], []
         for l, ((W, b), (A, G)) in enumerate(zip(self.layers, factors)):
-            occam = kron_occam_factors(A * scale, G * scale, N, None, precision=self.precisions[l],
-                                       sq_norm=float(W.detach().pow(2).sum() + b.detach().pow(2).sum()))
+            occam = kron_occam_factors(
+                A * scale,
+                G * scale,
+                N,
+                None,
+                precision=self.precisions[l],
+                sq_norm=float(W.detach().pow(2).sum() + b.detach().pow(2).sum()),
+            )
             self.precisions[l] = occam.precision
             self.M_A_layers.append(occam.M_A.to(phi.dtype))
             self.M_G_layers.append(occam.M_G.to(phi.dtype))
@@ -208,9 +233,13 @@ class LayersLaplace(LaplaceEtaGradient):
         total = logits.new_zeros(())
         for a, J, M_A, M_G in zip(inputs, logit_jacobians(logits, pres), self.M_A_layers, self.M_G_layers):
             abar = mean_with_one(a)
-            C = torch.einsum("kbo,op,jbp->bkj", J, M_G, J)                                    # (B, K, K)
-            total = total + ((abar @ M_A) * abar).sum() + (p * C.diagonal(dim1=1, dim2=2)).sum() \
+            C = torch.einsum("kbo,op,jbp->bkj", J, M_G, J)  # (B, K, K)
+            total = (
+                total
+                + ((abar @ M_A) * abar).sum()
+                + (p * C.diagonal(dim1=1, dim2=2)).sum()
                 - torch.einsum("bk,bkj,bj->", p, C, p)
+            )
         return 0.5 * (self.num_data / x.shape[0]) * total + super().half_logdet_surrogate(x, phi_bar, W2)
 
     def diagnostics(self) -> dict[str, float]:
@@ -219,8 +248,9 @@ class LayersLaplace(LaplaceEtaGradient):
         return out
 
 
-def layers_evidence(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float, W2: torch.Tensor,
-                    seed: int = 0) -> dict[str, float | list[float]]:
+def layers_evidence(
+    model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha: float, W2: torch.Tensor, seed: int = 0
+) -> dict[str, float | list[float]]:
     """The Laplace estimate of ``log p(D | eta) / N`` over every fully connected layer of a trained network
     (``laplace_layers_per_datapoint``), at its body and ``eta`` as they are and ``W2`` (its mode, for the estimate
     to mean what it says), on :data:`REFRESH_SIZE` training images, with each layer's prior precision at the
@@ -232,8 +262,15 @@ def layers_evidence(model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, alpha
     return {"laplace_layers_per_datapoint": value, "prior_precisions": list(occam.precisions)}
 
 
-def laplace_evidences(cfg: Config, model: InvariantBNN, x: torch.Tensor, y: torch.Tensor, seed: int = 0,
-                      init: torch.Tensor | None = None, importance_draws: int = 0) -> dict[str, Any]:
+def laplace_evidences(
+    cfg: Config,
+    model: InvariantBNN,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seed: int = 0,
+    init: torch.Tensor | None = None,
+    importance_draws: int = 0,
+) -> dict[str, Any]:
     """The Laplace estimates of ``log p(D | eta) / N`` of a network as it is, ``W2`` at its mode (L-BFGS from
     ``init``): of ``W2`` (:func:`~pyroinv.inference.laplace.evidence_at_mode`) and, for the fully connected networks
     on images, of every layer (:func:`layers_evidence`). ``importance_draws > 0``: also the importance-sampling
@@ -249,6 +286,17 @@ def laplace_evidences(cfg: Config, model: InvariantBNN, x: torch.Tensor, y: torc
     return out
 
 
-__all__ = ["LayersLaplace", "REFRESH_SIZE", "REFRESH_STEPS", "covered_layers", "first_layer_inputs", "ggn_factor_root",
-           "kron_layer_factors", "laplace_evidences", "layer_pass", "layers_evidence", "logit_jacobians",
-           "mean_with_one"]
+__all__ = [
+    "LayersLaplace",
+    "REFRESH_SIZE",
+    "REFRESH_STEPS",
+    "covered_layers",
+    "first_layer_inputs",
+    "ggn_factor_root",
+    "kron_layer_factors",
+    "laplace_evidences",
+    "layer_pass",
+    "layers_evidence",
+    "logit_jacobians",
+    "mean_with_one",
+]

@@ -17,6 +17,7 @@ As GPyTorch's ``VariationalELBO(likelihood, model, num_data)`` is the loss of a 
   features against the curvature refreshed every epoch (:mod:`pyroinv.inference.laplace`,
   :mod:`pyroinv.inference.laplace_layers`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -74,8 +75,9 @@ class LaplaceEvidenceLoss(MethodLoss):
         x, y: the training set (the curvature's data).
     """
 
-    def __init__(self, cfg: Config, model: torch.nn.Module, guide: torch.nn.Module, x: torch.Tensor,
-                 y: torch.Tensor) -> None:
+    def __init__(
+        self, cfg: Config, model: torch.nn.Module, guide: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+    ) -> None:
         super().__init__(cfg, model, guide)
         scope = LayersLaplace if cfg.laplace_layers == "all" else LaplaceEtaGradient
         with local_params():
@@ -121,8 +123,9 @@ class LaplaceEvidenceLoss(MethodLoss):
         self.laplace.load_state_dict(state)
 
 
-def method_loss(cfg: Config, model: torch.nn.Module, guide: torch.nn.Module, x: torch.Tensor,
-                y: torch.Tensor) -> MethodLoss:
+def method_loss(
+    cfg: Config, model: torch.nn.Module, guide: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> MethodLoss:
     """The objective object of ``cfg.inference``: the Laplace evidence where ``eta`` climbs it and is learned, Pyro's
     ELBO otherwise."""
     if method(cfg.inference).eta_climbs is LAPLACE and model.invariance.learn:

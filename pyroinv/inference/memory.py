@@ -21,6 +21,7 @@ measurement; docs/RESULTS.md gives the table).
 A run whose estimate exceeds the device's available memory stops before training with one line
 (:func:`check_fits`) instead of being killed by the operating system.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,8 @@ FLOAT = 4
 #: checks on the first step only (Trainer.train_step) the peak of the paper's step fell by up to 0.9 of a factor
 C_CHOLESKY, C_ACTIVATIONS, C_WARPED, C_DRAWS = 2.5, 1.75, 4.4, 3.8
 #: bytes the framework adds on the first training steps, whatever the sizes (fitted)
-RUNTIME = 180 * 2 ** 20
-GIB = 2 ** 30
+RUNTIME = 180 * 2**20
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -62,12 +63,15 @@ class MemoryEstimate:
         return self.data + self.state + self.step + self.runtime
 
     def describe(self) -> str:
-        return (f"about {self.total / GIB:.1f} GiB (data {self.data / GIB:.1f}, parameters with Adam "
-                f"{self.state / GIB:.1f}, one step {self.step / GIB:.1f})")
+        return (
+            f"about {self.total / GIB:.1f} GiB (data {self.data / GIB:.1f}, parameters with Adam "
+            f"{self.state / GIB:.1f}, one step {self.step / GIB:.1f})"
+        )
 
 
-def estimate(cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_train: int,
-             num_test: int) -> MemoryEstimate:
+def estimate(
+    cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_train: int, num_test: int
+) -> MemoryEstimate:
     """The peak memory of training ``cfg`` on data of ``input_shape`` (see the module docstring)."""
     D = math.prod(input_shape)
     H, K, S, B = cfg.hidden, num_classes, cfg.samples, min(cfg.batch_size, num_train)
@@ -80,8 +84,12 @@ def estimate(cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_tr
     warped = S * (B if B < H or not net.weight_space else H) * D if image else 0
     draws = num_draws(cfg.estimator, B) * K * F if gaussian else K * F
     activations = net.activations(body, tuple(input_shape))
-    step = (C_CHOLESKY * K * F * F if gaussian else 0) + C_ACTIVATIONS * S * B * activations + C_WARPED * warped + \
-        C_DRAWS * draws
+    step = (
+        (C_CHOLESKY * K * F * F if gaussian else 0)
+        + C_ACTIVATIONS * S * B * activations
+        + C_WARPED * warped
+        + C_DRAWS * draws
+    )
     return MemoryEstimate(data=FLOAT * (num_train + num_test) * D, state=FLOAT * 4 * params, step=int(FLOAT * step))
 
 
@@ -109,15 +117,18 @@ def available(device: torch.device) -> int | None:
     return free
 
 
-def check_fits(cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_train: int, num_test: int,
-               device: torch.device) -> MemoryEstimate:
+def check_fits(
+    cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_train: int, num_test: int, device: torch.device
+) -> MemoryEstimate:
     """Refuse, in one line, a run whose estimated memory exceeds what ``device`` has available."""
     need = estimate(cfg, input_shape, num_classes, num_train, num_test)
     have = available(device)
     if have is not None and need.total > have:
-        raise ConfigError(f"training needs {need.describe()} but the {device.type.upper()} has "
-                          f"{have / GIB:.1f} GiB available; reduce --samples, --batch-size or --hidden (a step grows "
-                          f"with S x B x H, q with K x H²), or --train-size")
+        raise ConfigError(
+            f"training needs {need.describe()} but the {device.type.upper()} has "
+            f"{have / GIB:.1f} GiB available; reduce --samples, --batch-size or --hidden (a step grows "
+            f"with S x B x H, q with K x H²), or --train-size"
+        )
     return need
 
 

@@ -21,6 +21,7 @@ with :class:`CallAgain`, a stand-in that replays by calling the step again on th
 on a GPU with a real graph. Where recording fails (an operation that cannot be recorded), the reason is kept in
 :attr:`GraphedStep.failed` and the trainer goes on step by step.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -98,17 +99,25 @@ class GraphedStep:
         warmup: eager steps before recording.
     """
 
-    def __init__(self, step: Step, optimizer: torch.optim.Optimizer, x_train: torch.Tensor, y_train: torch.Tensor,
-                 batch_size: int, recorder: Callable[[torch.cuda.Stream | None], Recorder] = CudaGraph,
-                 warmup: int = WARMUP_STEPS) -> None:
+    def __init__(
+        self,
+        step: Step,
+        optimizer: torch.optim.Optimizer,
+        x_train: torch.Tensor,
+        y_train: torch.Tensor,
+        batch_size: int,
+        recorder: Callable[[torch.cuda.Stream | None], Recorder] = CudaGraph,
+        warmup: int = WARMUP_STEPS,
+    ) -> None:
         self.step, self.optimizer = step, optimizer
         self.x_train, self.y_train = x_train, y_train
         self.batch_size = batch_size
         self.x = torch.empty((batch_size, *x_train.shape[1:]), dtype=x_train.dtype, device=x_train.device)
         self.y = torch.empty(batch_size, dtype=y_train.dtype, device=y_train.device)
         # float32: CUDA's fused Adam reads a tensor rate as a float
-        self.rates = [torch.tensor(float(g["lr"]), dtype=torch.float32, device=x_train.device)
-                      for g in optimizer.param_groups]
+        self.rates = [
+            torch.tensor(float(g["lr"]), dtype=torch.float32, device=x_train.device) for g in optimizer.param_groups
+        ]
         self.new_recorder = recorder
         self.warmup_left = warmup
         self.recorder: Recorder | None = None

@@ -11,6 +11,7 @@ Batches are drawn from a permutation seeded by (seed, epoch), so a run is a pure
 function of its configuration on the CPU, and :meth:`Trainer.state_dict` captures
 everything needed to continue it exactly (parameters, optimiser, schedule, RNG).
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,7 +37,7 @@ from .step_graph import CudaGraph, GraphedStep, Recorder, enabled_by_environment
 log = logging.getLogger("pyroinv")
 
 #: "no non-finite loss yet" (a step number no run reaches)
-_NEVER = 2 ** 62
+_NEVER = 2**62
 #: the training images on which each metrics record counts the inactive units (:meth:`Trainer.inactive_units`)
 UNIT_PROBE_IMAGES = 512
 
@@ -86,9 +87,16 @@ class Trainer:
             (:func:`~pyroinv.inference.build.build_model`).
     """
 
-    def __init__(self, cfg: Config, data: Split, device: torch.device | str | None = None,
-                 cuda_graph: bool | None = None, recorder: Callable[..., Recorder] | None = None,
-                 body: torch.nn.Module | None = None, transforms_on: str = "auto") -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        data: Split,
+        device: torch.device | str | None = None,
+        cuda_graph: bool | None = None,
+        recorder: Callable[..., Recorder] | None = None,
+        body: torch.nn.Module | None = None,
+        transforms_on: str = "auto",
+    ) -> None:
         self.cfg = cfg  # validated by its caller (InvariantClassifier, the benchmark)
         self.device = torch.device(device) if device is not None else resolve_device(cfg.device)
         pyro.set_rng_seed(cfg.seed)
@@ -113,8 +121,10 @@ class Trainer:
         self.total_steps = self.epochs * self.steps_per_epoch
         self.eta_warmup_steps = cfg.eta_warmup * self.steps_per_epoch
         if cfg.eta_warmup and self.eta_warmup_steps >= self.total_steps:
-            raise ConfigError(f"--eta-warmup {cfg.eta_warmup} holds eta for the whole run of {self.epochs} epochs; "
-                              f"give a number below {self.epochs}")
+            raise ConfigError(
+                f"--eta-warmup {cfg.eta_warmup} holds eta for the whole run of {self.epochs} epochs; "
+                f"give a number below {self.epochs}"
+            )
         self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
         self.step = 0
         self.wall_time = 0.0
@@ -133,8 +143,11 @@ class Trainer:
         if recorder is None and cuda_graph and self.device.type == "cuda":
             recorder = CudaGraph
         #: the step recorded and replayed (:mod:`pyroinv.inference.step_graph`), where it applies; else ``None``
-        self.graph = (GraphedStep(self._step, self.optimizer, self.x_train, self.y_train, cfg.batch_size, recorder)
-                      if recorder is not None and not self.loss_fn.steps_eagerly else None)
+        self.graph = (
+            GraphedStep(self._step, self.optimizer, self.x_train, self.y_train, cfg.batch_size, recorder)
+            if recorder is not None and not self.loss_fn.steps_eagerly
+            else None
+        )
         #: steps of this process that were replays of the recorded step
         self.graph_replays = 0
 
@@ -170,7 +183,7 @@ class Trainer:
             g = torch.Generator().manual_seed(self.cfg.seed * 100003 + epoch)
             self._perm = torch.randperm(self.num_data, generator=g).to(self.device)
             self._perm_epoch = epoch
-        return self._perm[pos * self.cfg.batch_size:(pos + 1) * self.cfg.batch_size]
+        return self._perm[pos * self.cfg.batch_size : (pos + 1) * self.cfg.batch_size]
 
     def train_step(self, sync: bool = True) -> dict[str, float]:
         """One SVI step; returns the step, epoch and learning rate, and (``sync``) the loss and ELBO/N estimate.
@@ -191,8 +204,10 @@ class Trainer:
             out = self.graph(idx)
             self.graph_replays += self.graph.recorded
             if self.graph.failed is not None:
-                log.warning("the training step could not be recorded as a CUDA graph (%s); training goes on step by "
-                            "step", self.graph.failed)
+                log.warning(
+                    "the training step could not be recorded as a CUDA graph (%s); training goes on step by step",
+                    self.graph.failed,
+                )
                 self.graph = None
         if out is None:
             out = self._step(self.x_train[idx], self.y_train[idx])
@@ -212,15 +227,20 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         # Pyro's and torch's checks of every distribution's arguments read a boolean back from the device at each
         # sample site: the first step of a Trainer runs them (when they are on), later steps skip them
-        with pyro.validation_enabled(self._validate and pyro.distributions.is_validation_enabled()), \
-                ObservedSite("y") as y_site:
+        with (
+            pyro.validation_enabled(self._validate and pyro.distributions.is_validation_enabled()),
+            ObservedSite("y") as y_site,
+        ):
             loss = self.loss_fn(x, y, num_data=self.num_data)
         self._validate = False
         with local_params():  # the modules' own parameters, as in the loss (pyroinv.model.scope)
             loss = self.loss_fn.total(loss)
             # eta's gradient beyond the loss's (the Laplace evidence's Occam term), not while eta is held
-            occam = None if self.step < self.eta_warmup_steps else self.loss_fn.eta_gradient(self.step,
-                                                                                             self.steps_per_epoch)
+            occam = (
+                None
+                if self.step < self.eta_warmup_steps
+                else self.loss_fn.eta_gradient(self.step, self.steps_per_epoch)
+            )
         loss.backward()
         if occam is not None:  # the Laplace evidence's gradient: the log-likelihood's (in loss) and the Occam term's
             for p, g in zip(self.model.invariance.parameters(), occam):
@@ -274,7 +294,9 @@ class Trainer:
         out = dict(self.guide.diagnostics())
         out["inactive_units"] = self.inactive_units()
         if method(self.cfg.inference).bayesian:
-            out["kl_per_datapoint"] = float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
+            out["kl_per_datapoint"] = (
+                float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
+            )
         out.update(self.loss_fn.diagnostics())
         return out
 

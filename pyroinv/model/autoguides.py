@@ -16,6 +16,7 @@ and marginal scale ``init_scale`` (1: ``q`` = the prior's shape at ``alpha = 1``
 
 The KL of the ELBO is ``KL(q || p) = -H(q) + (K D / 2) log(2 pi alpha) + (tr Cov_q + ||mu||^2) / (2 alpha)``.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,15 @@ class AutoW2Guide(PyroinvModule):
         estimator: ``local`` (a draw per example in training) or ``shared`` (one per batch).
     """
 
-    def __init__(self, kind: str, num_classes: int, dim: int, alpha: float = 1.0, init_scale: float = 1.0,
-                 estimator: str = "shared") -> None:
+    def __init__(
+        self,
+        kind: str,
+        num_classes: int,
+        dim: int,
+        alpha: float = 1.0,
+        init_scale: float = 1.0,
+        estimator: str = "shared",
+    ) -> None:
         super().__init__()
         if kind not in AUTOGUIDES:
             raise ValueError(f"unknown AutoGuide {kind!r}; choose one of {', '.join(AUTOGUIDES)}")
@@ -52,8 +60,11 @@ class AutoW2Guide(PyroinvModule):
         self.kind, self.estimator = kind, estimator
         self.num_classes, self.dim, self.alpha = num_classes, dim, float(alpha)
         with local_params():
-            self.auto = AUTOGUIDES[kind](self._prior_w2, init_loc_fn=pyro.infer.autoguide.init_to_value(
-                values={"W2": torch.zeros(num_classes, dim)}), init_scale=init_scale)
+            self.auto = AUTOGUIDES[kind](
+                self._prior_w2,
+                init_loc_fn=pyro.infer.autoguide.init_to_value(values={"W2": torch.zeros(num_classes, dim)}),
+                init_scale=init_scale,
+            )
             self.auto._setup_prototype()  # its parameters exist from the start (for the optimiser and state_dict)
 
     def _prior_w2(self) -> None:

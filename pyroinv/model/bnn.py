@@ -23,6 +23,7 @@ parameters of the model maximised jointly with the variational parameters. ``est
 whether ``E_q`` is estimated with one ``W2`` draw per batch or per example
 (:mod:`pyroinv.model.estimators`).
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ PREDICT_CHUNK = 500
 AVERAGES = ("probs", "logits")
 
 
-def mc_log_predictive(features: torch.Tensor, W2: torch.Tensor, average: str = "probs",
-                      paired: bool = False) -> torch.Tensor:
+def mc_log_predictive(
+    features: torch.Tensor, W2: torch.Tensor, average: str = "probs", paired: bool = False
+) -> torch.Tensor:
     """``log f_hat(x)``, stably, shape ``(B, K)``.
 
     Args:
@@ -88,9 +90,18 @@ class InvariantBNN(PyroinvModule):
             must be built with the same (:mod:`pyroinv.model.estimators`).
     """
 
-    def __init__(self, features: InvariantFeatures, num_classes: int, alpha: float = 1.0, prior: str = "normal",
-                 num_samples: int = 32, sampling: str = "stochastic", width_weight: float = 0.0,
-                 average: str = "probs", estimator: str = "shared") -> None:
+    def __init__(
+        self,
+        features: InvariantFeatures,
+        num_classes: int,
+        alpha: float = 1.0,
+        prior: str = "normal",
+        num_samples: int = 32,
+        sampling: str = "stochastic",
+        width_weight: float = 0.0,
+        average: str = "probs",
+        estimator: str = "shared",
+    ) -> None:
         super().__init__()
         if average not in AVERAGES:
             raise ConfigError(f"unknown average {average!r}; choose one of {', '.join(AVERAGES)}")
@@ -127,8 +138,9 @@ class InvariantBNN(PyroinvModule):
     def sample_transforms(self) -> torch.Tensor:
         return self.invariance.sample_transforms(self.num_samples, self.sampling)
 
-    def log_predictive(self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None,
-                       paired: bool = False) -> torch.Tensor:
+    def log_predictive(
+        self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None, paired: bool = False
+    ) -> torch.Tensor:
         """``log f_hat(x)``, shape ``(B, K)``, for one (or L stacked, or with ``paired`` one per example) ``W2``."""
         T = self.sample_transforms() if T is None else T
         features = self.features(x, T)
@@ -137,13 +149,18 @@ class InvariantBNN(PyroinvModule):
         return mc_log_predictive(features, W2, self.average, paired=paired)
 
     @torch.no_grad()
-    def chunked_log_predictive(self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None,
-                               batch_size: int = PREDICT_CHUNK) -> torch.Tensor:
+    def chunked_log_predictive(
+        self, x: torch.Tensor, W2: torch.Tensor, T: torch.Tensor | None = None, batch_size: int = PREDICT_CHUNK
+    ) -> torch.Tensor:
         """``log f_hat(x)``, ``(N, K)``, for ``W2`` ``(K, D)`` (or ``(L, K, D)``, draws averaged), without autograd: the
         S warped copies of ``W1`` made once, the features ``batch_size`` examples at a time."""
         bank = self.features.weight_bank(self.sample_transforms() if T is None else T)
-        return torch.cat([mc_log_predictive(self.features.apply_bank(x[i:i + batch_size], bank), W2, self.average)
-                          for i in range(0, x.shape[0], batch_size)])
+        return torch.cat(
+            [
+                mc_log_predictive(self.features.apply_bank(x[i : i + batch_size], bank), W2, self.average)
+                for i in range(0, x.shape[0], batch_size)
+            ]
+        )
 
     def forward(self, x: torch.Tensor, y: torch.Tensor | None = None, num_data: int | None = None) -> torch.Tensor:
         """The generative model; returns ``log f_hat(x)`` of the batch.

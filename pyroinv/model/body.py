@@ -18,6 +18,7 @@ averaged over the transforms under the Bayesian output layer ``W2`` like the pac
 initialisation is kept); it is converted in place to a ``PyroModule`` (:func:`pyro.nn.module.to_pyro_module_`) so
 that, called from a user's own ``SVI`` under Pyro's global parameter store, its parameters are Pyro parameters too.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,12 +63,16 @@ def probe_features(body: nn.Module, input_shape: tuple[int, ...]) -> int:
         with torch.no_grad():
             out = body(x)
     except Exception as err:  # noqa: BLE001 (the user's module: any error means the shapes do not fit)
-        raise ConfigError(f"the body cannot take inputs of shape (B, {', '.join(map(str, input_shape))}): "
-                          f"{type(err).__name__}: {str(err).splitlines()[0][:120]}") from None
+        raise ConfigError(
+            f"the body cannot take inputs of shape (B, {', '.join(map(str, input_shape))}): "
+            f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
+        ) from None
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != 2:
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ConfigError(f"the body must return features (B, F), got {shape} for a batch of 2; end it with "
-                          f"nn.Flatten() or a nn.Linear")
+        raise ConfigError(
+            f"the body must return features (B, F), got {shape} for a batch of 2; end it with "
+            f"nn.Flatten() or a nn.Linear"
+        )
     return int(out.shape[1])
 
 
@@ -75,8 +80,9 @@ class _WarpedLinear(InvariantFeatures):
     """The body's leading ``nn.Linear`` as the paper's first layer: its own weight and bias are ``W1`` and ``b1``
     (shared, not copied), so :class:`InvariantFeatures`'s warps and pre-activations apply to it."""
 
-    def __init__(self, linear: nn.Linear, input_shape: tuple[int, ...], invariance: Invariance,
-                 blur_sigma: float) -> None:
+    def __init__(
+        self, linear: nn.Linear, input_shape: tuple[int, ...], invariance: Invariance, blur_sigma: float
+    ) -> None:
         PyroinvModule.__init__(self)
         self.linear = linear
         self.jacobian = False
@@ -104,8 +110,14 @@ class BodyFeatures(PyroinvModule):
         blur_sigma: blur of the weight images on the ``"weights"`` path (pixels).
     """
 
-    def __init__(self, body: nn.Module, input_shape: tuple[int, ...], invariance: Invariance, path: str = "auto",
-                 blur_sigma: float = 0.1) -> None:
+    def __init__(
+        self,
+        body: nn.Module,
+        input_shape: tuple[int, ...],
+        invariance: Invariance,
+        path: str = "auto",
+        blur_sigma: float = 0.1,
+    ) -> None:
         super().__init__()
         if not isinstance(body, nn.Module):
             raise ConfigError(f"body must be a torch.nn.Module from inputs to features, got {type(body).__name__}")
@@ -116,8 +128,10 @@ class BodyFeatures(PyroinvModule):
         self.invariance = invariance
         k = leading_linear(body, self.input_shape)
         if path == "weights" and k is None:
-            raise ConfigError("transforms_on='weights' needs a body that starts with nn.Flatten() then nn.Linear on the "
-                              "flattened input (nn.Linear on 2-D points); use transforms_on='inputs' or 'auto'")
+            raise ConfigError(
+                "transforms_on='weights' needs a body that starts with nn.Flatten() then nn.Linear on the "
+                "flattened input (nn.Linear on 2-D points); use transforms_on='inputs' or 'auto'"
+            )
         self.path = "weights" if path != "inputs" and k is not None else "inputs"
         self.num_features = probe_features(body, self.input_shape) + 1  # before it is a PyroModule of this one
         with local_params():

@@ -22,6 +22,7 @@ The layers above the first start at Kaiming-uniform (ReLU gain), biases zero, so
 layer to layer; the layer that feeds ``W2`` is multiplied by ``init_scale`` (``Config.w1_init_scale``), as the
 shallow network's ``W1`` is, so that ``||phi|| ~ 1`` at the start and q's noise at ``L = I`` is about a nat.
 """
+
 from __future__ import annotations
 
 import torch
@@ -75,12 +76,15 @@ class DeepMLPFeatures(PyroinvModule):
     def __init__(self, first: InvariantFeatures, depth: int = 3, init_scale: float = 1.0) -> None:
         super().__init__()
         if depth < 2:
-            raise ConfigError(f"depth={depth}: DeepMLPFeatures has at least 2 hidden layers (InvariantFeatures alone "
-                              f"is the paper's single one)")
+            raise ConfigError(
+                f"depth={depth}: DeepMLPFeatures has at least 2 hidden layers (InvariantFeatures alone "
+                f"is the paper's single one)"
+            )
         self.first = first
         H = first.hidden
-        self.layers = nn.ModuleList([_relu_layer(H, H, init_scale if i == depth - 2 else 1.0)
-                                     for i in range(depth - 1)])
+        self.layers = nn.ModuleList(
+            [_relu_layer(H, H, init_scale if i == depth - 2 else 1.0) for i in range(depth - 1)]
+        )
 
     # what the rest of the package reads off a feature map
     invariance = property(lambda self: self.first.invariance)
@@ -132,14 +136,22 @@ class ConvFeatures(PyroinvModule):
     #: the dtype of the convolutions' and the layer's products (``None``: float32; :mod:`pyroinv.model.precision`)
     product_dtype: torch.dtype | None = None
 
-    def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 256,
-                 channels: tuple[int, int] = CNN_CHANNELS, init_scale: float = 1.0, activation: str = "relu") -> None:
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        invariance: Invariance,
+        hidden: int = 256,
+        channels: tuple[int, int] = CNN_CHANNELS,
+        init_scale: float = 1.0,
+        activation: str = "relu",
+    ) -> None:
         super().__init__()
         if activation not in CNN_ACTIVATIONS:
             raise ConfigError(f"--activation {activation!r} is not one of {', '.join(CNN_ACTIVATIONS)}")
         if len(input_shape) != 3:
-            raise ConfigError(f"needs images (C, H, W), but the inputs have shape {tuple(input_shape)}; use a fully "
-                              f"connected network")
+            raise ConfigError(
+                f"needs images (C, H, W), but the inputs have shape {tuple(input_shape)}; use a fully connected network"
+            )
         C, h, w = input_shape
         if h < 4 or w < 4:
             raise ConfigError(f"pools twice and needs images of at least 4 x 4 pixels, got {h} x {w}")
@@ -194,8 +206,14 @@ def conv_activations(input_shape: tuple[int, ...], hidden: int, channels: tuple[
     """Numbers a :class:`ConvFeatures` pass keeps per transformed image (for the memory estimate)."""
     C, h, w = input_shape
     c1, c2 = channels
-    return C * h * w + c1 * h * w * 2 + c1 * (h // 2) * (w // 2) + c2 * (h // 2) * (w // 2) * 2 + \
-        c2 * (h // 4) * (w // 4) + hidden
+    return (
+        C * h * w
+        + c1 * h * w * 2
+        + c1 * (h // 2) * (w // 2)
+        + c2 * (h // 2) * (w // 2) * 2
+        + c2 * (h // 4) * (w // 4)
+        + hidden
+    )
 
 
 __all__ = ["CNN_ACTIVATIONS", "CNN_CHANNELS", "ConvFeatures", "DeepMLPFeatures", "conv_activations", "with_one"]

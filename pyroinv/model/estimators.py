@@ -21,6 +21,7 @@ site, in the model and in the guide alike, scaled by ``1 / M``: the site's ``log
 is then the mean over the M draws, an unbiased estimate of ``-KL`` (exact under
 ``TraceMeanField_ELBO``), and the likelihood pairs draw b with example b.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -17,6 +17,7 @@ unchanged: every lower-triangular ``L`` with positive diagonal is reachable.
 :class:`PointGuide` is a ``Delta`` on ``W2``: with the Gaussian prior it gives MAP,
 with the flat prior maximum likelihood (the §4.1 ablation).
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,9 @@ class CholeskyMVN(dist.MultivariateNormal):
     ``scale_diag`` (unbroadcast, like ``L``), so that ``log |L| = sum_i log L_ii`` can take its gradient there
     (:class:`pyroinv.model.kernels.CholeskyNoiseReparam`). Its density and samples are the parent's."""
 
-    def __init__(self, loc: torch.Tensor, scale_tril: torch.Tensor, scale_diag: torch.Tensor,
-                 validate_args: bool | None = None) -> None:
+    def __init__(
+        self, loc: torch.Tensor, scale_tril: torch.Tensor, scale_diag: torch.Tensor, validate_args: bool | None = None
+    ) -> None:
         super().__init__(loc, scale_tril=scale_tril, validate_args=validate_args)
         self.scale_diag = scale_diag
 
@@ -76,19 +78,28 @@ class ClassCholeskyGuide(PyroinvModule):
     and gradients without the solve).
     """
 
-    def __init__(self, num_classes: int, dim: int, init_scale: float = 1.0, offdiag_scale: float | None = None,
-                 estimator: str = "shared") -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        dim: int,
+        init_scale: float = 1.0,
+        offdiag_scale: float | None = None,
+        estimator: str = "shared",
+    ) -> None:
         super().__init__()
         num_draws(estimator, 1)  # validates the name
         self.estimator = estimator
         self.num_classes, self.dim = num_classes, dim
         self.offdiag_scale = offdiag_scale if offdiag_scale is not None else 1.0 / math.sqrt(dim)
         self.loc = PyroParam(torch.zeros(num_classes, dim))
-        self.diag = PyroParam(torch.full((num_classes, dim), float(init_scale)), constraint=constraints.softplus_positive)
+        self.diag = PyroParam(
+            torch.full((num_classes, dim), float(init_scale)), constraint=constraints.softplus_positive
+        )
         self.offdiag = PyroParam(torch.zeros(num_classes, dim, dim))
         # strictly-lower mask times the 1/sqrt(D) factor (a multiply is much faster than torch.tril on CPU)
-        self.register_buffer("_lower", torch.tril(torch.ones(dim, dim), diagonal=-1) * self.offdiag_scale,
-                             persistent=False)
+        self.register_buffer(
+            "_lower", torch.tril(torch.ones(dim, dim), diagonal=-1) * self.offdiag_scale, persistent=False
+        )
 
     def scale_tril(self, diag: torch.Tensor | None = None) -> torch.Tensor:
         """``L_c = diag(d_c) + tril(V_c, -1) / sqrt(D)``, shape ``(K, D, D)`` (``diag``: ``d``, if already computed)."""

@@ -11,6 +11,7 @@ The ``augerino`` method (:data:`pyroinv.model.methods.METHODS`) puts these featu
 the loss ``CE - width_weight * ||eta||_2``; the registry (:mod:`pyroinv.model.registry`) builds them for any method
 whose ``transforms_on`` is ``"inputs"``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,8 +44,9 @@ class InputAugmentedFeatures(InvariantFeatures):
         W, b, T = bank
         return self.activation(self.transformed_pre_activations(x, W[0], b[0], T))
 
-    def transformed_pre_activations(self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor,
-                                    T: torch.Tensor) -> torch.Tensor:
+    def transformed_pre_activations(
+        self, x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, T: torch.Tensor
+    ) -> torch.Tensor:
         """``W1 (T_i x) + b1``, shape ``(S, B, H)``."""
         xs = transformed_inputs(x, T, self.input_shape)
         return mm(xs.reshape(T.shape[0], x.shape[0], -1), W.T, self.product_dtype) + b

@@ -4,6 +4,7 @@
 of a preset as a Pyro parameter (or a fixed buffer) and draws the S transforms
 ``T_i = expm(sum_k eps_ik eta_k G_k)`` used by one forward pass.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,14 @@ class Invariance(PyroinvModule):
         image_size: width of the images in pixels, for human units (None for 2-D data).
     """
 
-    def __init__(self, preset: str = "rotation", init: float | list[float] = 0.0, learn: bool = True,
-                 constraint: str = "none", image_size: int | None = None) -> None:
+    def __init__(
+        self,
+        preset: str = "rotation",
+        init: float | list[float] = 0.0,
+        learn: bool = True,
+        constraint: str = "none",
+        image_size: int | None = None,
+    ) -> None:
         super().__init__()
         if preset not in lie.PRESETS:
             raise ConfigError(f"unknown invariance {preset!r}; choose one of {', '.join(lie.PRESETS)}")
@@ -54,11 +61,16 @@ class Invariance(PyroinvModule):
         if constraint == "softplus" and (eta0 <= 0).any():
             raise ConfigError(f"a softplus-constrained eta needs a positive initial value, got init={values}")
         if self.learn and constraint == "tanh" and (eta0.abs() >= math.pi).any():
-            raise ConfigError(f"a tanh-constrained eta needs |init| < pi (180 degrees for rotation), got init={values}; "
-                              f"start below it or use constraint='none'")
+            raise ConfigError(
+                f"a tanh-constrained eta needs |init| < pi (180 degrees for rotation), got init={values}; "
+                f"start below it or use constraint='none'"
+            )
         if self.learn:
-            c = {"none": constraints.real, "softplus": constraints.softplus_positive,
-                 "tanh": constraints.interval(-math.pi, math.pi)}[constraint]
+            c = {
+                "none": constraints.real,
+                "softplus": constraints.softplus_positive,
+                "tanh": constraints.interval(-math.pi, math.pi),
+            }[constraint]
             self._constraint = c
             self.eta_active = PyroParam(eta0, constraint=c)
         else:

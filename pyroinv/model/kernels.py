@@ -21,6 +21,7 @@ the two: the same values and gradients.
   triangular solve (plain: the guide's ``MultivariateNormal`` site, whose ``log_prob`` solves). Nothing is
   cached between calls.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 from pyro.infer.reparam.reparam import Reparam
 
 from .. import settings
+
 
 def enabled() -> bool:
     """Whether the fast paths are on (the default; the ``kernels`` setting, :mod:`pyroinv.settings`)."""
@@ -100,8 +102,7 @@ def cosine_with_one(pre: torch.Tensor, scale: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def features_no_grad(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, network: str,
-                     rff_scale: float) -> torch.Tensor:
+def features_no_grad(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, network: str, rff_scale: float) -> torch.Tensor:
     """``[phi(W_s x + b_s), 1]`` for every transform s, ``(S, B, H + 1)``, without autograd: each product is
     written, bias included, straight into its slice of the output and activated in place there."""
     S, H = W.shape[0], W.shape[1]
@@ -147,7 +148,7 @@ def scaled_noise(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
     matrix-vector products that each read the whole of ``L``."""
     if L.dim() == 3 and eps.dim() > 2 and eps.shape[-2:] == L.shape[:2]:
         K, D = L.shape[0], L.shape[1]
-        flat = eps.reshape(-1, K, D).permute(1, 2, 0)               # (K, D, n)
+        flat = eps.reshape(-1, K, D).permute(1, 2, 0)  # (K, D, n)
         # contiguous: the sums over D that follow (the densities of the draw) read it row by row
         return torch.matmul(L, flat).permute(2, 0, 1).contiguous().reshape(eps.shape)
     return (L @ eps.unsqueeze(-1)).squeeze(-1)
@@ -174,8 +175,11 @@ class CholeskyNoiseReparam(Reparam):
         eps = torch.randn(fn.loc.shape, dtype=fn.loc.dtype, device=fn.loc.device)
         value = fn.loc + scaled_noise(L, eps)
         log_density = -0.5 * (fn.event_shape[0] * math.log(2 * math.pi) + eps.pow(2).sum(-1)) - diag.log().sum(-1)
-        return {"fn": dist.Delta(value, log_density=log_density, event_dim=1, validate_args=False), "value": value,
-                "is_observed": False}
+        return {
+            "fn": dist.Delta(value, log_density=log_density, event_dim=1, validate_args=False),
+            "value": value,
+            "is_observed": False,
+        }
 
 
 class NoiseReparameterisedGuide(torch.nn.Module):

@@ -11,6 +11,7 @@ Units: the generators act on the normalised image coordinates of :mod:`pyroinv.m
 rotational invariance), a translation ``eta`` of 1 is half the image width
 (``W / 2`` pixels) and a scale ``eta`` of ``s`` covers factors ``exp(-s) .. exp(s)``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -65,6 +66,7 @@ def index_tensor(index: tuple[int, ...], device: torch.device) -> torch.Tensor:
     to the device at every call, and that copy waits for the device."""
     return torch.tensor(index, dtype=torch.long, device=device)
 
+
 #: Deterministic grids larger than this are refused (the curse of dimensionality of §3.5).
 MAX_GRID_POINTS = 4096
 
@@ -78,12 +80,12 @@ def generators(dtype: torch.dtype = torch.float32, device: torch.device | str | 
 def _generators(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """One read-only copy per dtype and device (built once: ten small writes are ten kernel launches on a GPU)."""
     G = torch.zeros(6, 3, 3, dtype=dtype, device=device)
-    G[0, 0, 2] = 1.0                      # translate x
-    G[1, 1, 2] = 1.0                      # translate y
-    G[2, 0, 1], G[2, 1, 0] = -1.0, 1.0    # rotate
-    G[3, 0, 0] = 1.0                      # scale x
-    G[4, 1, 1] = 1.0                      # scale y
-    G[5, 0, 1], G[5, 1, 0] = 1.0, 1.0     # shear
+    G[0, 0, 2] = 1.0  # translate x
+    G[1, 1, 2] = 1.0  # translate y
+    G[2, 0, 1], G[2, 1, 0] = -1.0, 1.0  # rotate
+    G[3, 0, 0] = 1.0  # scale x
+    G[4, 1, 1] = 1.0  # scale y
+    G[5, 0, 1], G[5, 1, 0] = 1.0, 1.0  # shear
     return G
 
 
@@ -140,7 +142,7 @@ def expm_taylor(A: torch.Tensor, squarings: int = TAYLOR_SQUARINGS, degree: int 
     ``1e-7`` relative for ``||A|| <= 32``, far beyond the transforms' range (``|eps eta| <= pi`` for rotation);
     each squaring doubles the rounding error, so float32 results differ from ``matrix_exp`` by up to ``2e-6``
     (``tests/model/test_lie.py``). Gradients flow through the products."""
-    B = A / (2 ** squarings)
+    B = A / (2**squarings)
     eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
     P = eye
     for k in range(degree, 0, -1):  # P <- I + B P / k
@@ -154,15 +156,25 @@ def expm_taylor(A: torch.Tensor, squarings: int = TAYLOR_SQUARINGS, degree: int 
 SAMPLINGS = ("stochastic", "deterministic")
 
 
-def stochastic_eps(num_samples: int, active: Sequence[int], generator: torch.Generator | None = None,
-                   dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> torch.Tensor:
+def stochastic_eps(
+    num_samples: int,
+    active: Sequence[int],
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """``(S, 6)`` with ``U[-1, 1]`` noise in the active columns and zeros elsewhere, drawn on ``device`` (or on
     ``generator``'s device, then moved)."""
     device = torch.device(device) if device is not None else torch.device("cpu")
     eps = torch.zeros(num_samples, 6, dtype=dtype, device=device)
     if active:
-        u = torch.rand(num_samples, len(active), generator=generator, dtype=dtype,
-                       device=generator.device if generator is not None else device)
+        u = torch.rand(
+            num_samples,
+            len(active),
+            generator=generator,
+            dtype=dtype,
+            device=generator.device if generator is not None else device,
+        )
         if u.device != device:
             u = u.to(device)
         eps = eps.index_copy(1, index_tensor(tuple(active), device), 2.0 * u - 1.0)
@@ -176,8 +188,13 @@ def grid_points_per_axis(num_samples: int, num_active: int) -> int:
     return max(1, round(num_samples ** (1.0 / num_active)))
 
 
-def deterministic_eps(num_samples: int, active: Sequence[int], dtype: torch.dtype = torch.float32,
-                      device: torch.device | str | None = None, max_points: int = MAX_GRID_POINTS) -> torch.Tensor:
+def deterministic_eps(
+    num_samples: int,
+    active: Sequence[int],
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+    max_points: int = MAX_GRID_POINTS,
+) -> torch.Tensor:
     """A product grid of midpoints ``eps_j = -1 + (2j + 1) / m`` over the active generators.
 
     With one active generator this is ``m = num_samples`` points; with ``k`` active,
@@ -192,9 +209,11 @@ def deterministic_eps(num_samples: int, active: Sequence[int], dtype: torch.dtyp
     if k == 0:
         return torch.zeros(1, 6, dtype=dtype, device=device)
     m = grid_points_per_axis(num_samples, k)
-    if m ** k > max_points:
-        raise ConfigError(f"a deterministic grid over {k} generators with {m} points each has {m ** k} transforms "
-                         f"(limit {max_points}); use stochastic sampling or fewer samples")
+    if m**k > max_points:
+        raise ConfigError(
+            f"a deterministic grid over {k} generators with {m} points each has {m**k} transforms "
+            f"(limit {max_points}); use stochastic sampling or fewer samples"
+        )
     axis = -1.0 + (2.0 * torch.arange(m, dtype=dtype) + 1.0) / m
     mesh = torch.cartesian_prod(*([axis] * k)).reshape(-1, k)
     eps = torch.zeros(mesh.shape[0], 6, dtype=dtype)
@@ -203,8 +222,9 @@ def deterministic_eps(num_samples: int, active: Sequence[int], dtype: torch.dtyp
 
 
 @functools.lru_cache(maxsize=64)
-def deterministic_grid(num_samples: int, active: tuple[int, ...], dtype: torch.dtype,
-                       device: torch.device) -> torch.Tensor:
+def deterministic_grid(
+    num_samples: int, active: tuple[int, ...], dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
     """:func:`deterministic_eps` made once per setting and device, for the training step (building it on the CPU
     and copying it over at every step would wait for the device). Read only."""
     return deterministic_eps(num_samples, active, dtype=dtype, device=device)

@@ -15,6 +15,7 @@ the weights and ``eta`` climb. Nothing else in the package branches on the metho
 * ``augerino`` (Benton et al. 2020): the transforms act on the inputs, a point ``W2``, flat prior; the loss
   ``CE - width_weight * ||eta||_2``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -79,28 +80,47 @@ class Method:
         """The ELBO estimator to use: a point estimate of ``W2`` has nothing to draw per example."""
         return requested if self.bayesian else "shared"
 
-    def build_guide(self, num_classes: int, dim: int, init_scale: float, estimator: str, guide: str = "cholesky",
-                    alpha: float = 1.0) -> PyroModule:
+    def build_guide(
+        self, num_classes: int, dim: int, init_scale: float, estimator: str, guide: str = "cholesky", alpha: float = 1.0
+    ) -> PyroModule:
         """The guide of ``W2`` (``K`` classes, ``D`` features): ``guide``'s family for a Bayesian method
         (``cholesky`` or a Pyro AutoGuide, :mod:`pyroinv.model.autoguides`), a point otherwise."""
         if not self.bayesian:
             return PointGuide(num_classes, dim)
         if guide == "cholesky":
             return ClassCholeskyGuide(num_classes, dim, init_scale=init_scale, estimator=self.estimator(estimator))
-        return AutoW2Guide(guide, num_classes, dim, alpha=alpha, init_scale=init_scale,
-                           estimator=self.estimator(estimator))
+        return AutoW2Guide(
+            guide, num_classes, dim, alpha=alpha, init_scale=init_scale, estimator=self.estimator(estimator)
+        )
 
 
 #: every method, by its ``--inference`` name
-METHODS: dict[str, Method] = {m.name: m for m in [
-    Method("vi", "Gaussian q(W2) on the ELBO", "normal", "gaussian", objectives.ELBO),
-    Method("laplace", "point W2 and body on the log joint, eta on the Laplace evidence of W2 (Kronecker-factored "
-           "GGN, LILA's method)", "normal", "point", objectives.LOG_JOINT, eta_objective=objectives.LAPLACE),
-    Method("map", "point W2 with the prior", "normal", "point", objectives.LOG_JOINT),
-    Method("ml", "point W2, plain cross-entropy", "flat", "point", objectives.LOG_LIKELIHOOD),
-    Method("augerino", "transforms on the inputs, point W2, cross-entropy minus --width-weight * ||eta|| "
-           "(Benton et al. 2020)", "flat", "point", objectives.AUGERINO, transforms_on="inputs", width_reward=True),
-]}
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in [
+        Method("vi", "Gaussian q(W2) on the ELBO", "normal", "gaussian", objectives.ELBO),
+        Method(
+            "laplace",
+            "point W2 and body on the log joint, eta on the Laplace evidence of W2 (Kronecker-factored "
+            "GGN, LILA's method)",
+            "normal",
+            "point",
+            objectives.LOG_JOINT,
+            eta_objective=objectives.LAPLACE,
+        ),
+        Method("map", "point W2 with the prior", "normal", "point", objectives.LOG_JOINT),
+        Method("ml", "point W2, plain cross-entropy", "flat", "point", objectives.LOG_LIKELIHOOD),
+        Method(
+            "augerino",
+            "transforms on the inputs, point W2, cross-entropy minus --width-weight * ||eta|| (Benton et al. 2020)",
+            "flat",
+            "point",
+            objectives.AUGERINO,
+            transforms_on="inputs",
+            width_reward=True,
+        ),
+    ]
+}
 
 
 def method(name: str) -> Method:

@@ -19,6 +19,7 @@ output layer ``W2`` (``K x (H + 1)``) carries its bias as its last column.
 The code below is the formula; the fused activations, the in-place evaluation and the adjoint warp that
 compute the same numbers faster are in :mod:`pyroinv.model.kernels`, behind its switch.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,9 +61,18 @@ class InvariantFeatures(PyroinvModule):
     #: the dtype of the first layer's product (``None``: float32; :mod:`pyroinv.model.precision`)
     product_dtype: torch.dtype | None = None
 
-    def __init__(self, input_shape: tuple[int, ...], invariance: Invariance, hidden: int = 1024,
-                 network: str = "relu", blur_sigma: float = 0.1, rff_sigma: float = 0.3,
-                 rff_lengthscale: float | None = None, init_scale: float = 1.0, jacobian: bool = False) -> None:
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        invariance: Invariance,
+        hidden: int = 1024,
+        network: str = "relu",
+        blur_sigma: float = 0.1,
+        rff_sigma: float = 0.3,
+        rff_lengthscale: float | None = None,
+        init_scale: float = 1.0,
+        jacobian: bool = False,
+    ) -> None:
         super().__init__()
         self.jacobian = jacobian
         if network not in ACTIVATIONS:

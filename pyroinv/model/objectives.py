@@ -15,6 +15,7 @@ evidence ``log p(D | eta)``, the quantity by which the paper picks the invarianc
 A method (:mod:`pyroinv.model.methods`) pairs the objective its weights climb with the one its ``eta``
 climbs (the same one, except for the Laplace method, whose weights climb the log joint).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

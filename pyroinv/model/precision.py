@@ -12,6 +12,7 @@ gradients of ``a`` and ``b`` back to float32). Everything else stays in float32:
 the activations, ``q(W2)``, the KL, the log-likelihood, the Laplace curvature, ``eta``'s transforms and Adam's state.
 ``"auto"`` is bfloat16 where the device has native bfloat16 products, float32 elsewhere.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -83,5 +84,4 @@ def set_product_dtype(module: torch.nn.Module, precision: str) -> None:
             m.product_dtype = dtype
 
 
-__all__ = ["PRECISIONS", "PRODUCT_DTYPES", "mm", "native_bf16", "products_in", "resolve_precision",
-           "set_product_dtype"]
+__all__ = ["PRECISIONS", "PRODUCT_DTYPES", "mm", "native_bf16", "products_in", "resolve_precision", "set_product_dtype"]

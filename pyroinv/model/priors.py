@@ -10,6 +10,7 @@ full-covariance Gaussian ``q = N(mu, L L^T)`` is registered with
 (Appendix A's "closed-form KL regulariser", with ``Sigma_p = alpha I``). Pyro's
 ``TraceMeanField_ELBO`` uses it; ``Trace_ELBO`` estimates the same term by sampling.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,8 +49,12 @@ class IsotropicNormal(dist.MultivariateNormal):
 
     def entropy(self) -> torch.Tensor:
         D = self.event_shape[0]
-        return torch.full(self.batch_shape, 0.5 * D * (1 + math.log(2 * math.pi * self.alpha)),
-                          dtype=self.loc.dtype, device=self.loc.device)
+        return torch.full(
+            self.batch_shape,
+            0.5 * D * (1 + math.log(2 * math.pi * self.alpha)),
+            dtype=self.loc.dtype,
+            device=self.loc.device,
+        )
 
 
 def kl_full_to_isotropic(q: TorchMVN, p: IsotropicNormal) -> torch.Tensor:

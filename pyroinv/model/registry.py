@@ -15,6 +15,7 @@ name       feature map                                                          
 ``cnn``    two conv layers, one of H units; ReLU or tanh (``ConvFeatures``)     no: on the inputs
 =========  ===================================================================  ===========================
 """
+
 from __future__ import annotations
 
 import math
@@ -48,14 +49,25 @@ class FeatureSettings:
 def _shallow(activation: str) -> Callable[..., nn.Module]:
     def build(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
         return _first_layer(input_shape, invariance, s, on_inputs, activation)
+
     return build
 
 
-def _first_layer(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool,
-                 activation: str = "relu") -> InvariantFeatures:
+def _first_layer(
+    input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool, activation: str = "relu"
+) -> InvariantFeatures:
     cls = InputAugmentedFeatures if on_inputs else InvariantFeatures
-    return cls(input_shape, invariance, hidden=s.hidden, network=activation, blur_sigma=s.blur_sigma,
-               rff_sigma=s.rff_sigma, rff_lengthscale=s.rff_lengthscale, init_scale=s.init_scale, jacobian=s.jacobian)
+    return cls(
+        input_shape,
+        invariance,
+        hidden=s.hidden,
+        network=activation,
+        blur_sigma=s.blur_sigma,
+        rff_sigma=s.rff_sigma,
+        rff_lengthscale=s.rff_lengthscale,
+        init_scale=s.init_scale,
+        jacobian=s.jacobian,
+    )
 
 
 def _mlp(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
@@ -65,8 +77,9 @@ def _mlp(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSetting
 
 
 def _cnn(input_shape: tuple[int, ...], invariance: Invariance, s: FeatureSettings, on_inputs: bool) -> nn.Module:
-    return ConvFeatures(input_shape, invariance, hidden=s.hidden, channels=s.channels, init_scale=s.init_scale,
-                        activation=s.activation)
+    return ConvFeatures(
+        input_shape, invariance, hidden=s.hidden, channels=s.channels, init_scale=s.init_scale, activation=s.activation
+    )
 
 
 @dataclass(frozen=True)
@@ -102,19 +115,43 @@ def _cnn_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:
 
 
 #: every network, by its ``--network`` name
-NETWORKS: dict[str, Network] = {n.name: n for n in [
-    Network("relu", "the paper's: one ReLU layer of --hidden units, W1 learned", _shallow("relu"),
-            _first_parameters, lambda s, shape: s.hidden, layer_laplace=True),
-    Network("rff", "the paper's random Fourier features, W1 fixed", _shallow("rff"), lambda s, shape: 0,
-            lambda s, shape: s.hidden),
-    Network("mlp", "--depth ReLU layers of --hidden units; the transforms on the first layer's weights", _mlp,
+NETWORKS: dict[str, Network] = {
+    n.name: n
+    for n in [
+        Network(
+            "relu",
+            "the paper's: one ReLU layer of --hidden units, W1 learned",
+            _shallow("relu"),
+            _first_parameters,
+            lambda s, shape: s.hidden,
+            layer_laplace=True,
+        ),
+        Network(
+            "rff",
+            "the paper's random Fourier features, W1 fixed",
+            _shallow("rff"),
+            lambda s, shape: 0,
+            lambda s, shape: s.hidden,
+        ),
+        Network(
+            "mlp",
+            "--depth ReLU layers of --hidden units; the transforms on the first layer's weights",
+            _mlp,
             lambda s, shape: _first_parameters(s, shape) + (s.depth - 1) * (s.hidden + 1) * s.hidden,
-            lambda s, shape: s.depth * s.hidden, layer_laplace=True),
-    Network("cnn", "two 5x5 conv layers (--channels, max-pooled) and a ReLU layer of --hidden units; the "
-            "transforms on the inputs", _cnn, _cnn_parameters,
+            lambda s, shape: s.depth * s.hidden,
+            layer_laplace=True,
+        ),
+        Network(
+            "cnn",
+            "two 5x5 conv layers (--channels, max-pooled) and a ReLU layer of --hidden units; the "
+            "transforms on the inputs",
+            _cnn,
+            _cnn_parameters,
             lambda s, shape: conv_activations(shape, s.hidden, s.channels) if len(shape) == 3 else s.hidden,
-            weight_space=False),
-]}
+            weight_space=False,
+        ),
+    ]
+}
 
 
 def network(name: str) -> Network:
@@ -125,8 +162,9 @@ def network(name: str) -> Network:
         raise ConfigError(f"--network {name!r} is not one of {', '.join(NETWORKS)}") from None
 
 
-def build_features(name: str, input_shape: tuple[int, ...], invariance: Invariance, settings: FeatureSettings,
-                   on_inputs: bool = False) -> nn.Module:
+def build_features(
+    name: str, input_shape: tuple[int, ...], invariance: Invariance, settings: FeatureSettings, on_inputs: bool = False
+) -> nn.Module:
     """The feature map of network ``name``, its transforms on the inputs when ``on_inputs`` (or when the network
     cannot carry them on its weights)."""
     net = network(name)

@@ -13,6 +13,7 @@ global store by name (``InvariantBNN.features.W1``, ``ClassCholeskyGuide.loc``, 
 the local setting, so that it can be called under either setting afterwards (Pyro gives a module built under the
 global setting no room for local parameters).
 """
+
 from __future__ import annotations
 
 from contextlib import AbstractContextManager

@@ -11,6 +11,7 @@ PyTorch's normalised grid, x to the right and y *down*, both in [-1, 1] with
 i.e. the *content* moves by ``T^{-1}``. Pixels that ``T p`` maps outside the image
 read the fill value 0 (``padding_mode="zeros"``).
 """
+
 from __future__ import annotations
 
 import math
@@ -86,7 +87,9 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     return F.conv2d(out, ky, padding=(radius, 0), groups=C)
 
 
-def warp_coordinate_weights(weights: torch.Tensor, bias: torch.Tensor, T: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def warp_coordinate_weights(
+    weights: torch.Tensor, bias: torch.Tensor, T: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Transform the first-layer weights of 2-D coordinate data through the homogeneous coordinate.
 
     For ``x`` in R^2 the pre-activation of the warped network is

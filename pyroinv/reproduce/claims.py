@@ -20,6 +20,7 @@ Rules (stated in the rendered table as well):
    value is below 0.01. The same rule is applied to the similarity model (translation, rotation and one
    isotropic scale, with the |det A| factor on the warped weights), a row beyond the paper.
 """
+
 from __future__ import annotations
 
 import math
@@ -77,17 +78,30 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
     for net, prefix in (("ReLU", ""), ("RFF", "RFF: ")):
         vi, ml = (_rot(cell_results(f6[prefix + k]["mnist-rot"], protocol, root)) for k in ("VI", "ML"))
         ok = None if not (vi and ml) else statistics.fmean(ml) <= 20 and statistics.fmean(vi) >= 150
-        rows.append((f"2. {net}, fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°",
-                     f"ML {_degrees(ml)}, VI {_degrees(vi)}", _verdict(ok)))
+        rows.append(
+            (
+                f"2. {net}, fully rotated: ML keeps η_rot ≤ 20°, VI reaches ≥ 150°",
+                f"ML {_degrees(ml)}, VI {_degrees(vi)}",
+                _verdict(ok),
+            )
+        )
     for key, net in (("tableC2", "ReLU"), ("table1", "RFF")):
         t = g[key]
         for d, matching in MATCHING_FIXED.items():
-            elbos = {a: [r["elbo_per_datapoint"] for r in cell_results(t.rows[f"fixed {a}°"][d], protocol, root)]
-                     for a in (5, 45, 90, 135, 175)}
+            elbos = {
+                a: [r["elbo_per_datapoint"] for r in cell_results(t.rows[f"fixed {a}°"][d], protocol, root)]
+                for a in (5, 45, 90, 135, 175)
+            }
             means = {a: statistics.fmean(v) for a, v in elbos.items() if v}
             if len(means) < 5:
-                rows.append((f"3. {net}, {d}: best fixed-rotation ELBO at a matching level "
-                             f"({', '.join(f'{a}°' for a in matching)})", f"{len(means)} of 5 levels run", "not run"))
+                rows.append(
+                    (
+                        f"3. {net}, {d}: best fixed-rotation ELBO at a matching level "
+                        f"({', '.join(f'{a}°' for a in matching)})",
+                        f"{len(means)} of 5 levels run",
+                        "not run",
+                    )
+                )
                 rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO", "–", "not run"))
                 continue
             best = max(means, key=means.get)
@@ -100,22 +114,44 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
             if gap <= slack:
                 rival = "matching level" if best not in matching else "level that does not match"
                 verdict = f"undecided: the best {rival} is {gap:.3f} lower, within seed noise (2 sd {slack:.3f})"
-            rows.append((f"3. {net}, {d}: best fixed-rotation ELBO at a matching level "
-                         f"({', '.join(f'{a}°' for a in matching)})", f"best {best}° ({listing})", verdict))
+            rows.append(
+                (
+                    f"3. {net}, {d}: best fixed-rotation ELBO at a matching level "
+                    f"({', '.join(f'{a}°' for a in matching)})",
+                    f"best {best}° ({listing})",
+                    verdict,
+                )
+            )
             if not lv:
                 rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO", "–", "not run"))
                 continue
             ok = statistics.fmean(lv) >= means[best] - slack
             noise = f" (seed noise 2 sd = {slack:.3f})" if len(lv) > 1 else " (one seed)"
-            rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO",
-                         f"learned {mean_sd(lv, '{:.3f}')} vs fixed {best}° {means[best]:.3f}{noise}", _verdict(ok)))
+            rows.append(
+                (
+                    f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO",
+                    f"learned {mean_sd(lv, '{:.3f}')} vs fixed {best}° {means[best]:.3f}{noise}",
+                    _verdict(ok),
+                )
+            )
     acc = [100 * r["test_accuracy"] for r in cell_results(learned["mnist-rot"], protocol, root)]
     mlp = [100 * r["test_accuracy"] for r in cell_results(g["headline"].rows["MLP (VI)"]["mnist-rot"], protocol, root)]
-    ok = None if not (acc and mlp) else statistics.fmean(acc) >= 95 and statistics.fmean(acc) - statistics.fmean(mlp) >= 5
-    rows.append(("5. ReLU + learned rotation, fully rotated: accuracy ≥ 95% and ≥ 5 points above the MLP",
-                 f"{mean_sd(acc, unit='%')} vs MLP {mean_sd(mlp, unit='%')}", _verdict(ok)))
-    for label, model in (("+ affine", "affine model"), ("+ similarity, Jacobian (beyond the paper)",
-                                                         "similarity model (isotropic scale, Jacobian; beyond the paper)")):
+    ok = (
+        None
+        if not (acc and mlp)
+        else statistics.fmean(acc) >= 95 and statistics.fmean(acc) - statistics.fmean(mlp) >= 5
+    )
+    rows.append(
+        (
+            "5. ReLU + learned rotation, fully rotated: accuracy ≥ 95% and ≥ 5 points above the MLP",
+            f"{mean_sd(acc, unit='%')} vs MLP {mean_sd(mlp, unit='%')}",
+            _verdict(ok),
+        )
+    )
+    for label, model in (
+        ("+ affine", "affine model"),
+        ("+ similarity, Jacobian (beyond the paper)", "similarity model (isotropic scale, Jacobian; beyond the paper)"),
+    ):
         row = g["table2"].rows[label]
         for d, expected in EXPECTED_GENERATOR.items():
             rs = cell_results(row[d], protocol, root)
@@ -124,23 +160,36 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
                 continue
             doms = [dominant_generator(r["eta"]) for r in rs]
             text = "; ".join(f"{dom} ({', '.join(f'{k} {v:.2f}' for k, v in sc.items())})" for dom, sc in doms)
-            rows.append((f"6. {model} on {d}: dominant generator is {expected}", text,
-                         _verdict(all(dom == expected for dom, _ in doms))))
+            rows.append(
+                (
+                    f"6. {model} on {d}: dominant generator is {expected}",
+                    text,
+                    _verdict(all(dom == expected for dom, _ in doms)),
+                )
+            )
     return rows
 
 
 def claims_section(protocol: str, root: Path) -> str:
-    lines = [f"### The paper's claims, measured ({protocol} protocol)", "",
-             "Verdicts are computed by `pyroinv/reproduce/claims.py` from the finished cells of the tables below "
-             "(rules in its docstring); `python scripts/reproduce.py claims --protocol "
-             f"{protocol} --report-only` rewrites this table.", "",
-             "| claim | measured (mean ± sd (seeds)) | verdict |", "|---|---|---|"]
+    lines = [
+        f"### The paper's claims, measured ({protocol} protocol)",
+        "",
+        "Verdicts are computed by `pyroinv/reproduce/claims.py` from the finished cells of the tables below "
+        "(rules in its docstring); `python scripts/reproduce.py claims --protocol "
+        f"{protocol} --report-only` rewrites this table.",
+        "",
+        "| claim | measured (mean ± sd (seeds)) | verdict |",
+        "|---|---|---|",
+    ]
     rows = claims_rows(protocol, root)
     lines += [f"| {c} | {m} | {v} |" for c, m, v in rows if v != "not run"]
     not_run = [c for c, _, v in rows if v == "not run"]
     missing = sorted({c.split(".")[0] for c in not_run}, key=int)
     if missing:
         numbers = ", ".join(missing[:-1]) + (" and " if len(missing) > 1 else "") + missing[-1]
-        lines += ["", f"Not run under this protocol: {len(not_run)} rows of claim{'s' if len(missing) > 1 else ''} {numbers} "
-                      "(their cells have not run; each row appears once they have)."]
+        lines += [
+            "",
+            f"Not run under this protocol: {len(not_run)} rows of claim{'s' if len(missing) > 1 else ''} {numbers} "
+            "(their cells have not run; each row appears once they have).",
+        ]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ several to a GPU; an estimate carries their conditions with it. ``--dry-run`` pr
 (:meth:`pyroinv.reproduce.runner.DaskRunner.run`). How near the estimates come is checked on the kept cells
 themselves (:func:`backtest`: each priced from the others of its cost), and ``--dry-run`` says it in its last line.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,21 @@ from .kept import kept_root
 
 #: the settings that decide what a training step computes (a cell's cost); ``transforms`` stands for
 #: ``invariance != "none"``
-COST_FIELDS = ("network", "inference", "laplace_layers", "hidden", "depth", "channels", "activation", "samples",
-               "batch_size", "estimator", "average", "elbo", "guide")
+COST_FIELDS = (
+    "network",
+    "inference",
+    "laplace_layers",
+    "hidden",
+    "depth",
+    "channels",
+    "activation",
+    "samples",
+    "batch_size",
+    "estimator",
+    "average",
+    "elbo",
+    "guide",
+)
 
 
 #: how :func:`summary` names a device kind
@@ -66,8 +80,10 @@ def cost_key(cfg: dict[str, Any], device: str) -> tuple:
 
 @functools.cache
 def _defaults() -> dict[str, Any]:
-    return {f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
-            for f in dataclasses.fields(Config)}
+    return {
+        f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        for f in dataclasses.fields(Config)
+    }
 
 
 def _hashable(value: Any) -> Any:
@@ -136,7 +152,7 @@ def backtest(costs: dict[tuple, list[Measured]], device: str) -> list[float]:
         if key[-1] != device:
             continue
         for i, cell in enumerate(same):
-            others = same[:i] + same[i + 1:]
+            others = same[:i] + same[i + 1 :]
             if others and cell.seconds > 0:
                 ratios.append(_priced(others, cell.num_data, cell.steps) / cell.seconds)
     return ratios
@@ -147,9 +163,11 @@ def backtest_summary(ratios: list[float], device: str) -> str:
     if len(ratios) < 2:
         return f"too few kept cells on {WHERE.get(device, device)} with a peer of their cost to check the estimates on"
     cuts = statistics.quantiles(ratios, n=20, method="inclusive")
-    return (f"checked on the {len(ratios)} kept cells on {WHERE.get(device, device)} with a peer of their cost, each "
-            f"priced from the others: estimate / time taken ×{statistics.median(ratios):.2f} at the median, "
-            f"×{cuts[0]:.2f}–×{cuts[-1]:.2f} for the middle 90%")
+    return (
+        f"checked on the {len(ratios)} kept cells on {WHERE.get(device, device)} with a peer of their cost, each "
+        f"priced from the others: estimate / time taken ×{statistics.median(ratios):.2f} at the median, "
+        f"×{cuts[0]:.2f}–×{cuts[-1]:.2f} for the middle 90%"
+    )
 
 
 def duration(seconds: float) -> str:
@@ -172,12 +190,25 @@ def summary(estimates: list[float | None], device: str, brief: bool = False) -> 
         which = "" if len(known) == len(estimates) else f" (the {len(known)} with a kept cell to go by)"
         line += f": about {duration(sum(known))} for one worker on {WHERE.get(device, device)}{which}"
         if not brief:
-            line += (", at the speed of the kept cells of the same network, method and sizes; workers that run at "
-                     "once share it")
+            line += (
+                ", at the speed of the kept cells of the same network, method and sizes; workers that run at "
+                "once share it"
+            )
     if len(known) < len(estimates):
         line += f"; {len(estimates) - len(known)} with no kept cell to go by"
     return line
 
 
-__all__ = ["COST_FIELDS", "Measured", "backtest", "backtest_summary", "cost_key", "duration", "estimate_seconds",
-           "measured", "planned_steps", "summary", "training_examples"]
+__all__ = [
+    "COST_FIELDS",
+    "Measured",
+    "backtest",
+    "backtest_summary",
+    "cost_key",
+    "duration",
+    "estimate_seconds",
+    "measured",
+    "planned_steps",
+    "summary",
+    "training_examples",
+]

@@ -6,24 +6,28 @@ protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cell
 Markdown, so the summary always agrees with the tables below it. ``python scripts/reproduce.py claims --protocol
 paper --report-only`` (or any report) rewrites it.
 """
+
 from __future__ import annotations
 
 GLANCE = "reproduce:glance"
 #: the protocols summarised, as columns
-COLUMNS = (("paper", "paper protocol: 60,000 images, H = 1,024, S = 32, 10 epochs"),
-           ("cpu", "cpu protocol: 20,000 images, H = 512, S = 16, 24 epochs"))
+COLUMNS = (
+    ("paper", "paper protocol: 60,000 images, H = 1,024, S = 32, 10 epochs"),
+    ("cpu", "cpu protocol: 20,000 images, H = 512, S = 16, 24 epochs"),
+)
 DATASETS = (("fully rotated", "fully rotated"), ("partially rotated", "partially rotated"), ("regular", "regular"))
 #: (label, headline row, column) of the headline cells summarised
 HEADLINE = [(f"learned rotation, {name}", "learned (5° init)", col) for name, col in DATASETS] + [
     ("maximum likelihood, fully rotated", "ML (5° init)", "fully rotated"),
-    ("MLP without invariance (VI), fully rotated", "MLP (VI)", "fully rotated")]
+    ("MLP without invariance (VI), fully rotated", "MLP (VI)", "fully rotated"),
+]
 
 
 def _block(text: str, marker: str) -> str:
     begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
     if begin not in text or end not in text:
         return ""
-    return text[text.index(begin) + len(begin):text.index(end)]
+    return text[text.index(begin) + len(begin) : text.index(end)]
 
 
 def _rows(block: str, caption: str) -> list[list[str]]:
@@ -33,7 +37,7 @@ def _rows(block: str, caption: str) -> list[list[str]]:
     if start is None:
         return []
     out = []
-    for line in lines[start + (0 if caption.startswith("|") else 1):]:
+    for line in lines[start + (0 if caption.startswith("|") else 1) :]:
         if line.startswith("|"):
             if not set(line) <= set("|-: "):
                 out.append([c.strip() for c in line.strip().strip("|").split("|")])
@@ -62,14 +66,20 @@ def glance_section(text: str) -> str:
     """The summary table, from the headline and claims sections of ``text`` (docs/RESULTS.md)."""
     accuracy = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Test accuracy") for p, _ in COLUMNS}
     learned = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Learned invariance") for p, _ in COLUMNS}
-    claims = {p: {r[0]: (r[1], r[2]) for r in _rows(_block(text, f"reproduce:claims:{p}"), "| claim")[1:]}
-              for p, _ in COLUMNS}
-    lines = ["## Reproduction at a glance", "",
-             "The paper's number and ours, for the headline cells (test accuracy; learned rotation) and for each of "
-             "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes and under the reduced cpu "
-             "protocol. Summarised from the headline and claims sections below (rules in "
-             "`pyroinv/reproduce/claims.py`); \"not run\": its cells have not run under that protocol.", "",
-             "| | the paper | " + " | ".join(label for _, label in COLUMNS) + " |", "|---|---|---|---|"]
+    claims = {
+        p: {r[0]: (r[1], r[2]) for r in _rows(_block(text, f"reproduce:claims:{p}"), "| claim")[1:]} for p, _ in COLUMNS
+    }
+    lines = [
+        "## Reproduction at a glance",
+        "",
+        "The paper's number and ours, for the headline cells (test accuracy; learned rotation) and for each of "
+        "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes and under the reduced cpu "
+        "protocol. Summarised from the headline and claims sections below (rules in "
+        '`pyroinv/reproduce/claims.py`); "not run": its cells have not run under that protocol.',
+        "",
+        "| | the paper | " + " | ".join(label for _, label in COLUMNS) + " |",
+        "|---|---|---|---|",
+    ]
     for label, row, col in HEADLINE:
         papers = [_split(accuracy[p].get((row, col), ""))[0] for p, _ in COLUMNS]
         paper = next((v for v in papers if v != "–"), "–")

@@ -26,6 +26,7 @@ Protocols:
 Learned invariances start near no invariance (:data:`SMALL_START`): rotation at ±5° (the paper's Table 1),
 translation at ±0.5 px, scale at ×exp(±0.05), affine at all of these and shear 0.05.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,39 +39,59 @@ from ..model import lie
 from ..model.registry import NETWORKS
 from . import paper
 
+
 #: the earlier protocol's settings (Config fields), on top of which the ``*-q0.05`` protocols sit
 def _earlier(lr: float, relu: bool) -> dict[str, Any]:
-    return {"estimator": "shared", "mean_lr": lr, "eta_lr": lr, "w1_init_scale": 1.0, "eta_constraint": "none",
-            **({"guide_init_scale": 0.05} if relu else {})}
+    return {
+        "estimator": "shared",
+        "mean_lr": lr,
+        "eta_lr": lr,
+        "w1_init_scale": 1.0,
+        "eta_constraint": "none",
+        **({"guide_init_scale": 0.05} if relu else {}),
+    }
 
 
 _CPU_SIZES = {"train_size": 20000, "test_size": 2000, "hidden": 512, "samples": 16}
 #: the deeper networks under the cpu protocol: the mlp as the paper's network with three layers; the CNN with 256
 #: units above its convolutions, S = 8 transforms and 10 epochs (a CNN step costs about five of the ReLU network's)
-_CPU_DEEP = {"mlp": {**_CPU_SIZES, "epochs": 24, "depth": 3},
-             "cnn": {**_CPU_SIZES, "hidden": 256, "samples": 8, "epochs": 10}}
+_CPU_DEEP = {
+    "mlp": {**_CPU_SIZES, "epochs": 24, "depth": 3},
+    "cnn": {**_CPU_SIZES, "hidden": 256, "samples": 8, "epochs": 10},
+}
 _PAPER_DEEP = {"mlp": {"depth": 3}, "cnn": {"hidden": 256}}
 
 #: Config fields each protocol sets, per network (on top of the defaults, which are the paper's settings)
 PROTOCOLS: dict[str, dict[str, dict[str, Any]]] = {
     "paper": {"relu": {}, "rff": {}, **_PAPER_DEEP},
     "cpu": {"relu": {**_CPU_SIZES, "epochs": 24}, "rff": {**_CPU_SIZES, "epochs": 24}, **_CPU_DEEP},
-    "cpu-60k": {"relu": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
-                "rff": {**_CPU_SIZES, "train_size": 60000, "epochs": 8}},
-    "cpu-probs": {"relu": {**_CPU_SIZES, "epochs": 24, "average": "probs"},
-                  "rff": {**_CPU_SIZES, "epochs": 24, "average": "probs"}},
+    "cpu-60k": {
+        "relu": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
+        "rff": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
+    },
+    "cpu-probs": {
+        "relu": {**_CPU_SIZES, "epochs": 24, "average": "probs"},
+        "rff": {**_CPU_SIZES, "epochs": 24, "average": "probs"},
+    },
     "paper-q0.05": {"relu": _earlier(1e-3, True), "rff": _earlier(1e-3, False)},
     "paper-earlier": {"relu": _earlier(1e-3, False), "rff": _earlier(1e-3, False)},
-    "cpu-q0.05": {"relu": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, True)},
-                  "rff": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, False)}},
+    "cpu-q0.05": {
+        "relu": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, True)},
+        "rff": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, False)},
+    },
 }
 #: protocols whose tables live in docs/EARLIER_PROTOCOL.md rather than docs/RESULTS.md
 EARLIER_PROTOCOLS = ("cpu-q0.05", "paper-q0.05", "paper-earlier")
 _SGPR_CPU = {"train_size": 20000, "test_size": 2000, "inducing": 250, "steps": 100}
 #: SGPRConfig fields of the SGPR baseline (the same images; M and the steps are reduced for the CPU)
 SGPR_PROTOCOLS: dict[str, dict[str, Any]] = {
-    "paper": {}, "paper-q0.05": {}, "paper-earlier": {}, "cpu": _SGPR_CPU, "cpu-q0.05": _SGPR_CPU,
-    "cpu-probs": _SGPR_CPU, "cpu-60k": {**_SGPR_CPU, "train_size": 60000},
+    "paper": {},
+    "paper-q0.05": {},
+    "paper-earlier": {},
+    "cpu": _SGPR_CPU,
+    "cpu-q0.05": _SGPR_CPU,
+    "cpu-probs": _SGPR_CPU,
+    "cpu-60k": {**_SGPR_CPU, "train_size": 60000},
 }
 
 FIXED_LEVELS = (5, 45, 90, 135, 175)
@@ -87,8 +108,10 @@ def protocol_settings(protocol: str, kind: str) -> dict[str, Any]:
     if kind == "sgpr":
         return dict(SGPR_PROTOCOLS[protocol])
     if kind not in PROTOCOLS[protocol]:
-        raise ConfigError(f"the {protocol} protocol has no settings for --network {kind}; it has them for "
-                          f"{', '.join(PROTOCOLS[protocol])}")
+        raise ConfigError(
+            f"the {protocol} protocol has no settings for --network {kind}; it has them for "
+            f"{', '.join(PROTOCOLS[protocol])}"
+        )
     return {"network": kind, **PROTOCOLS[protocol][kind]}
 
 
@@ -141,15 +164,19 @@ class Cell:
         if self.tag:
             parts.append(self.tag)
         else:
-            parts += [f"{k.replace('_', '')}{_name_value(self.setting(k))}" for k, _ in self.settings
-                      if k not in _NAMED]
+            parts += [
+                f"{k.replace('_', '')}{_name_value(self.setting(k))}" for k, _ in self.settings if k not in _NAMED
+            ]
         return "-".join(parts) + f"-s{seed}"
 
     def values(self, protocol: str, seed: int) -> dict[str, Any]:
         """Every setting of the run: the protocol's, then the cell's (which take precedence: a cell of the
         data-efficiency grid sets its own ``train_size``), and the seed."""
-        return {**protocol_settings(protocol, self.kind), **{k: self.setting(k) for k, _ in self.settings},
-                "seed": seed}
+        return {
+            **protocol_settings(protocol, self.kind),
+            **{k: self.setting(k) for k, _ in self.settings},
+            "seed": seed,
+        }
 
     def config(self, protocol: str, seed: int):
         """The run's :class:`~pyroinv.config.Config` (or ``SGPRConfig``) under ``protocol`` with ``seed``."""
@@ -182,9 +209,15 @@ def _flag_values(value: Any) -> list[str]:
 def settings_argv(settings: dict[str, Any]) -> list[str]:
     """``{"train_size": 20000}`` -> ``["--train-size", "20000"]``; a boolean is a switch (``--jacobian`` or
     ``--no-jacobian``)."""
-    return [a for k, v in settings.items()
-            for a in ((("--" if v else "--no-") + k.replace("_", "-"),) if isinstance(v, bool)
-                      else ("--" + k.replace("_", "-"), *_flag_values(v)))]
+    return [
+        a
+        for k, v in settings.items()
+        for a in (
+            (("--" if v else "--no-") + k.replace("_", "-"),)
+            if isinstance(v, bool)
+            else ("--" + k.replace("_", "-"), *_flag_values(v))
+        )
+    ]
 
 
 #: Where learned invariances start: near, not at, no invariance (η = 0 is a stationary point of the
@@ -193,9 +226,16 @@ def settings_argv(settings: dict[str, Any]) -> list[str]:
 SMALL_START = {name: tuple(lie.SMALL_START[k] for k in active) for name, active in lie.PRESETS.items() if active}
 
 
-def network(kind: str, dataset: str, invariance: str = "rotation", inference: str = "vi",
-            init: float | Sequence[float] | None = None, fixed: float | None = None, jacobian: bool = False,
-            extra: tuple[str, dict[str, Any]] | None = None) -> Cell:
+def network(
+    kind: str,
+    dataset: str,
+    invariance: str = "rotation",
+    inference: str = "vi",
+    init: float | Sequence[float] | None = None,
+    fixed: float | None = None,
+    jacobian: bool = False,
+    extra: tuple[str, dict[str, Any]] | None = None,
+) -> Cell:
     """A ``svi_train.py`` cell; ``init`` defaults to :data:`SMALL_START` of the invariance; ``extra``: a tag for
     the folder name and the further settings it stands for (e.g. ``("as-written", AS_WRITTEN)``)."""
     settings: dict[str, Any] = {"dataset": dataset, "invariance": invariance, "inference": inference}
@@ -220,8 +260,9 @@ def sgpr(dataset: str) -> Cell:
     return Cell("sgpr_train.py", (("dataset", dataset),), "sgpr")
 
 
-def augerino(dataset: str, weight: float, invariance: str = "rotation", kind: str = "relu",
-             more: dict[str, Any] | None = None) -> Cell:
+def augerino(
+    dataset: str, weight: float, invariance: str = "rotation", kind: str = "relu", more: dict[str, Any] | None = None
+) -> Cell:
     """The Augerino-style baseline: transforms on the inputs, CE - weight * ||eta||."""
     base = network(kind, dataset, invariance, "augerino")
     return Cell(base.script, _frozen({**dict(base.settings), "width_weight": float(weight), **(more or {})}), kind)
@@ -233,9 +274,13 @@ def augerino(dataset: str, weight: float, invariance: str = "rotation", kind: st
 EFFICIENCY_SIZES = (312, 1250, 5000, 20000)
 EFFICIENCY_DATASETS = ("mnist-rot", "mnist-rot90", "mnist-trans", "mnist-scale", "mnist")
 EFFICIENCY_NETWORKS = ("relu", "mlp", "cnn")
-EFFICIENCY_METHODS = {"no invariance": ("none", "vi", {}), "Augerino": ("affine", "augerino", {}),
-                      "ELBO": ("affine", "vi", {}), "Laplace": ("affine", "laplace", {}),
-                      "Laplace, all layers": ("affine", "laplace", {"laplace_layers": "all"})}
+EFFICIENCY_METHODS = {
+    "no invariance": ("none", "vi", {}),
+    "Augerino": ("affine", "augerino", {}),
+    "ELBO": ("affine", "vi", {}),
+    "Laplace": ("affine", "laplace", {}),
+    "Laplace, all layers": ("affine", "laplace", {"laplace_layers": "all"}),
+}
 #: at least this many steps on a small training set (LILA trains 1,000 epochs at every size; 312 images at batch
 #: 128 are 3 steps an epoch, so a fixed number of epochs would leave them nearly untrained)
 EFFICIENCY_MIN_STEPS = 1500
@@ -300,18 +345,22 @@ class LongerRun(NamedTuple):
 
 
 DEEP_LONGER_RUNS: dict[str, tuple[LongerRun, ...]] = {
-    "cnn": (LongerRun("30 epochs", "e30", {"epochs": 30}, paper.ROT),
-            LongerRun("30 epochs, fc layer started at full scale", "e30-w1init1",
-                      {"epochs": 30, "w1_init_scale": 1.0}, _FULLY_ROTATED),
-            LongerRun("30 epochs, S = 31 transforms (LILA's)", "e30-S31", {"epochs": 30, "samples": 31},
-                      _FULLY_ROTATED),
-            LongerRun("30 epochs, channels 32 and 64", "e30-c32_64", {"epochs": 30, "channels": [32, 64]},
-                      _FULLY_ROTATED),
-            LongerRun("30 epochs, 1,024 fc units", "e30-h1024", {"epochs": 30, "hidden": 1024}, _FULLY_ROTATED),
-            LongerRun("30 epochs, tanh units (LILA's)", "e30-tanh", {"epochs": 30, "activation": "tanh"},
-                      _FULLY_ROTATED),
-            LongerRun("30 epochs", "e30", {"epochs": 30}, _FULLY_ROTATED, "laplace"),
-            LongerRun("60 epochs", "e60", {"epochs": 60}, paper.ROT))}
+    "cnn": (
+        LongerRun("30 epochs", "e30", {"epochs": 30}, paper.ROT),
+        LongerRun(
+            "30 epochs, fc layer started at full scale",
+            "e30-w1init1",
+            {"epochs": 30, "w1_init_scale": 1.0},
+            _FULLY_ROTATED,
+        ),
+        LongerRun("30 epochs, S = 31 transforms (LILA's)", "e30-S31", {"epochs": 30, "samples": 31}, _FULLY_ROTATED),
+        LongerRun("30 epochs, channels 32 and 64", "e30-c32_64", {"epochs": 30, "channels": [32, 64]}, _FULLY_ROTATED),
+        LongerRun("30 epochs, 1,024 fc units", "e30-h1024", {"epochs": 30, "hidden": 1024}, _FULLY_ROTATED),
+        LongerRun("30 epochs, tanh units (LILA's)", "e30-tanh", {"epochs": 30, "activation": "tanh"}, _FULLY_ROTATED),
+        LongerRun("30 epochs", "e30", {"epochs": 30}, _FULLY_ROTATED, "laplace"),
+        LongerRun("60 epochs", "e60", {"epochs": 60}, paper.ROT),
+    )
+}
 #: the deep grid's methods of learning η, as its rows name them
 _DEEP_METHODS = {"vi": "ELBO", "laplace": "Laplace"}
 
@@ -321,12 +370,14 @@ def _deep_rows() -> dict[str, dict[str, Cell]]:
     rows: dict[str, dict[str, Cell]] = {}
     for kind in EFFICIENCY_NETWORKS:
         for inference, name in _DEEP_METHODS.items():
-            rows[f"{kind}: {name}, learned rotation"] = {d: network(kind, d, "rotation", inference, init=5)
-                                                        for d in paper.ROT}
+            rows[f"{kind}: {name}, learned rotation"] = {
+                d: network(kind, d, "rotation", inference, init=5) for d in paper.ROT
+            }
         for run in DEEP_LONGER_RUNS.get(kind, ()):
             rows[f"{kind}: {_DEEP_METHODS[run.inference]}, learned rotation, {run.label}"] = {
                 d: network(kind, d, "rotation", run.inference, init=5, extra=(run.tag, run.settings))
-                for d in run.datasets}
+                for d in run.datasets
+            }
         rows[f"{kind}: no invariance"] = {d: network(kind, d, "none") for d in paper.ROT}
     return rows
 
@@ -374,54 +425,132 @@ def _transformation_rows(kind: str, datasets: tuple[str, ...]) -> dict[str, dict
 #: transforms (the main text's reading) with eta at the paper's rate, and the paper's optimisation exactly as
 #: written (one W2 draw per batch, every parameter at 1e-3, eta unbounded, W1 at Xavier)
 PROBS_SLOW_ETA = ("probs-etalr1e-3", {"average": "probs", "eta_lr": 1e-3})
-AS_WRITTEN = ("as-written", {"estimator": "shared", "mean_lr": 1e-3, "eta_lr": 1e-3, "eta_constraint": "none",
-                             "w1_init_scale": 1.0})
+AS_WRITTEN = (
+    "as-written",
+    {"estimator": "shared", "mean_lr": 1e-3, "eta_lr": 1e-3, "eta_constraint": "none", "w1_init_scale": 1.0},
+)
 
 
 def tables() -> dict[str, Table]:
     """Every grid the driver knows, by the name used on the command line."""
     t2 = {"SGPR": {d: sgpr(d) for d in paper.T2}, "MLP (ML)": {d: network("relu", d, "none", "ml") for d in paper.T2}}
     t2.update(_transformation_rows("relu", paper.T2))
-    t2.update({f"+ {inv}{', Jacobian' if jac else ''} (beyond the paper)": {d: network("relu", d, inv, jacobian=jac)
-                                                                          for d in paper.T2} for inv, jac in BEYOND})
+    t2.update(
+        {
+            f"+ {inv}{', Jacobian' if jac else ''} (beyond the paper)": {
+                d: network("relu", d, inv, jacobian=jac) for d in paper.T2
+            }
+            for inv, jac in BEYOND
+        }
+    )
     rot = "mnist-rot"
-    return {t.key: t for t in [
-        Table("table1", "Table 1: RFF, fixed and learned rotation", paper.ROT, _rotation_rows("rff", (5,)),
-              paper.TABLE_C1),
-        Table("tableC1", "Table C.1 / Figure C.1: RFF, learned rotation from five starting points", paper.ROT,
-              _rotation_rows("rff", INITS), paper.TABLE_C1),
-        Table("tableC2", "Table C.2 / Figures 2 and C.2: ReLU, fixed rotation and learned from five starting points",
-              paper.ROT, _rotation_rows("relu", INITS), paper.TABLE_C2),
-        Table("figure6", "Figure 6 (§4.1): VI against maximum likelihood, fully rotated MNIST", (rot,),
-              {"VI": {rot: network("relu", rot, init=5)}, "ML": {rot: network("relu", rot, "rotation", "ml", init=5)},
-               "MLP (VI)": {rot: network("relu", rot, "none")},
-               "VI, probabilities averaged, η lr 1e-3": {rot: network("relu", rot, init=5, extra=PROBS_SLOW_ETA)},
-               "ML, probabilities averaged, η lr 1e-3": {rot: network("relu", rot, "rotation", "ml", init=5,
-                                                                      extra=PROBS_SLOW_ETA)},
-               "VI, the paper's optimisation as written": {rot: network("relu", rot, init=5, extra=AS_WRITTEN)},
-               "ML, the paper's optimisation as written": {rot: network("relu", rot, "rotation", "ml", init=5,
-                                                                        extra=AS_WRITTEN)},
-               # the paper does not say which network its Figure 6 uses; the RFF one has W1 fixed
-               "RFF: VI": {rot: network("rff", rot, init=5)},
-               "RFF: ML": {rot: network("rff", rot, "rotation", "ml", init=5)}}),
-        Table("headline", "Headline rows: learned rotation, maximum likelihood and the MLP",
-              paper.ROT, {"learned (5° init)": {d: network("relu", d, init=5) for d in paper.ROT},
-                          "ML (5° init)": {rot: network("relu", rot, "rotation", "ml", init=5)},
-                          "MLP (VI)": {rot: network("relu", rot, "none")}}, paper.TABLE_C2),
-        Table("table2", "Table 2 / C.4: ReLU, learned transformations, with the SGPR and MLP baselines", paper.T2,
-              t2, paper.TABLE_2),
-        Table("tableC3", "Table C.3: RFF, learned transformations", paper.T2, _transformation_rows("rff", paper.T2),
-              paper.TABLE_C3),
-        Table("combinations", "Appendix C.4: ReLU on data with two transformations", paper.COMBO,
-              _transformation_rows("relu", paper.COMBO), paper.TABLE_COMBO),
-        Table("table3", "Table 3: ReLU on CIFAR-10 (needs the CIFAR-10 data; a GPU for the paper protocol)",
-              paper.CIFAR, _transformation_rows("relu", paper.CIFAR), paper.TABLE_3),
-        Table("deep", "Beyond one hidden layer: learned rotation by the ELBO and by the Laplace evidence, for the "
-              "paper's network, a deeper MLP and a CNN", paper.ROT, _deep_rows()),
-        _efficiency("efficiency", "Data efficiency (LILA's grid): test accuracy against the training-set size, "
-                    "learned affine invariance", EFFICIENCY_SIZES),
-        _efficiency("efficiency60k", "Data efficiency at all 60,000 training images (the paper protocol)", (60000,)),
-        Table("augerino", "Learned input augmentation (Augerino-style) against the ELBO, ReLU, learned rotation",
-              paper.ROT, {**{f"Augerino λ={w:g}": {d: augerino(d, w) for d in paper.ROT} for w in AUGERINO_WEIGHTS},
-                          "pyroinv VI": {d: network("relu", d, init=5) for d in paper.ROT}}),
-    ]}
+    return {
+        t.key: t
+        for t in [
+            Table(
+                "table1",
+                "Table 1: RFF, fixed and learned rotation",
+                paper.ROT,
+                _rotation_rows("rff", (5,)),
+                paper.TABLE_C1,
+            ),
+            Table(
+                "tableC1",
+                "Table C.1 / Figure C.1: RFF, learned rotation from five starting points",
+                paper.ROT,
+                _rotation_rows("rff", INITS),
+                paper.TABLE_C1,
+            ),
+            Table(
+                "tableC2",
+                "Table C.2 / Figures 2 and C.2: ReLU, fixed rotation and learned from five starting points",
+                paper.ROT,
+                _rotation_rows("relu", INITS),
+                paper.TABLE_C2,
+            ),
+            Table(
+                "figure6",
+                "Figure 6 (§4.1): VI against maximum likelihood, fully rotated MNIST",
+                (rot,),
+                {
+                    "VI": {rot: network("relu", rot, init=5)},
+                    "ML": {rot: network("relu", rot, "rotation", "ml", init=5)},
+                    "MLP (VI)": {rot: network("relu", rot, "none")},
+                    "VI, probabilities averaged, η lr 1e-3": {rot: network("relu", rot, init=5, extra=PROBS_SLOW_ETA)},
+                    "ML, probabilities averaged, η lr 1e-3": {
+                        rot: network("relu", rot, "rotation", "ml", init=5, extra=PROBS_SLOW_ETA)
+                    },
+                    "VI, the paper's optimisation as written": {rot: network("relu", rot, init=5, extra=AS_WRITTEN)},
+                    "ML, the paper's optimisation as written": {
+                        rot: network("relu", rot, "rotation", "ml", init=5, extra=AS_WRITTEN)
+                    },
+                    # the paper does not say which network its Figure 6 uses; the RFF one has W1 fixed
+                    "RFF: VI": {rot: network("rff", rot, init=5)},
+                    "RFF: ML": {rot: network("rff", rot, "rotation", "ml", init=5)},
+                },
+            ),
+            Table(
+                "headline",
+                "Headline rows: learned rotation, maximum likelihood and the MLP",
+                paper.ROT,
+                {
+                    "learned (5° init)": {d: network("relu", d, init=5) for d in paper.ROT},
+                    "ML (5° init)": {rot: network("relu", rot, "rotation", "ml", init=5)},
+                    "MLP (VI)": {rot: network("relu", rot, "none")},
+                },
+                paper.TABLE_C2,
+            ),
+            Table(
+                "table2",
+                "Table 2 / C.4: ReLU, learned transformations, with the SGPR and MLP baselines",
+                paper.T2,
+                t2,
+                paper.TABLE_2,
+            ),
+            Table(
+                "tableC3",
+                "Table C.3: RFF, learned transformations",
+                paper.T2,
+                _transformation_rows("rff", paper.T2),
+                paper.TABLE_C3,
+            ),
+            Table(
+                "combinations",
+                "Appendix C.4: ReLU on data with two transformations",
+                paper.COMBO,
+                _transformation_rows("relu", paper.COMBO),
+                paper.TABLE_COMBO,
+            ),
+            Table(
+                "table3",
+                "Table 3: ReLU on CIFAR-10 (needs the CIFAR-10 data; a GPU for the paper protocol)",
+                paper.CIFAR,
+                _transformation_rows("relu", paper.CIFAR),
+                paper.TABLE_3,
+            ),
+            Table(
+                "deep",
+                "Beyond one hidden layer: learned rotation by the ELBO and by the Laplace evidence, for the "
+                "paper's network, a deeper MLP and a CNN",
+                paper.ROT,
+                _deep_rows(),
+            ),
+            _efficiency(
+                "efficiency",
+                "Data efficiency (LILA's grid): test accuracy against the training-set size, learned affine invariance",
+                EFFICIENCY_SIZES,
+            ),
+            _efficiency(
+                "efficiency60k", "Data efficiency at all 60,000 training images (the paper protocol)", (60000,)
+            ),
+            Table(
+                "augerino",
+                "Learned input augmentation (Augerino-style) against the ELBO, ReLU, learned rotation",
+                paper.ROT,
+                {
+                    **{f"Augerino λ={w:g}": {d: augerino(d, w) for d in paper.ROT} for w in AUGERINO_WEIGHTS},
+                    "pyroinv VI": {d: network("relu", d, init=5) for d in paper.ROT},
+                },
+            ),
+        ]
+    }

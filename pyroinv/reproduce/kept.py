@@ -7,6 +7,7 @@ the tables and figures read (about 10 kB a cell; no checkpoints). :func:`pyroinv
 reads a cell from its run folder or, where that is missing, from here, so ``scripts/reproduce.py`` counts a kept
 cell as finished and the tables accumulate across machines. ``$PYROINV_KEPT_RESULTS`` names another folder.
 """
+
 from __future__ import annotations
 
 import json

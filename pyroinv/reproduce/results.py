@@ -1,5 +1,6 @@
 """What the finished cells of a grid hold, read back for the tables and the claims: which seeds of a cell have
 finished, their ``results.json``, and how a value over seeds is written (``mean ± sd (n)``)."""
+
 from __future__ import annotations
 
 import re
@@ -14,17 +15,26 @@ from ..run.fit_check import chance_fit_warning
 from .grids import Cell
 from .kept import kept_root
 
-LABELS = {"mnist-rot": "fully rotated", "mnist-rot90": "partially rotated", "mnist": "regular",
-          "mnist-trans": "translated", "mnist-scale": "scaled", "mnist-rot-trans": "rotated + translated",
-          "mnist-rot-scale": "rotated + scaled", "mnist-trans-scale": "translated + scaled",
-          "cifar10-rot": "rotated CIFAR-10", "cifar10-trans": "translated CIFAR-10",
-          "cifar10-scale": "scaled CIFAR-10", "cifar10": "CIFAR-10"}
+LABELS = {
+    "mnist-rot": "fully rotated",
+    "mnist-rot90": "partially rotated",
+    "mnist": "regular",
+    "mnist-trans": "translated",
+    "mnist-scale": "scaled",
+    "mnist-rot-trans": "rotated + translated",
+    "mnist-rot-scale": "rotated + scaled",
+    "mnist-trans-scale": "translated + scaled",
+    "cifar10-rot": "rotated CIFAR-10",
+    "cifar10-trans": "translated CIFAR-10",
+    "cifar10-scale": "scaled CIFAR-10",
+    "cifar10": "CIFAR-10",
+}
 
 
 def finished(cell: Cell, protocol: str, root: Path) -> list[tuple[int, Path]]:
     """``(seed, folder)`` of every finished run (``results.json`` present) of ``cell``, in seed order: its run
     folder under ``root``, or, for a seed with none there, the outputs kept in the repository (:mod:`.kept`)."""
-    stem = cell.name(0)[:-len("-s0")]
+    stem = cell.name(0)[: -len("-s0")]
     found: dict[int, Path] = {}
     for folder in (root / protocol, kept_root() / protocol):  # a run folder first
         if not folder.exists():

@@ -14,6 +14,7 @@ rescheduling of a lost worker's tasks), resumes from it. :class:`DaskRunner` sta
 to the machine, or connects to a running scheduler (``--scheduler tcp://HOST:8786``); the run folders must
 then be on storage every worker sees.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..config import Config
 from ..errors import ConfigError, PyroinvError, one_line
@@ -114,8 +115,9 @@ def check_folder(job: Job) -> None:
     """Refuse a cell folder whose saved configuration is not the cell's."""
     diff = RunFolder(job.out).differences(job.expected())
     if diff:
-        raise ConfigError(f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away "
-                          f"or pass another --runs-dir")
+        raise ConfigError(
+            f"{job.out} holds a run with other settings ({', '.join(diff)}); move it away or pass another --runs-dir"
+        )
 
 
 # ----------------------------------------------------------------------------------------------- worker side
@@ -134,6 +136,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def _distributed() -> tuple[Any, Any]:
+    """Dask's ``Client`` and ``LocalCluster``, or a one-line error naming the extra that installs them."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ConfigError(
+            'the Dask grid runner needs dask.distributed, which pyroinv installs with its "grid" '
+            'extra: pip install "pyroinv[grid]" (or run the grid without --dask)'
+        ) from None
+    return Client, LocalCluster
+
+
 def _worker_name() -> str:
     try:
         from distributed import get_worker
@@ -143,8 +157,9 @@ def _worker_name() -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, cells_per_gpu: int = 0,
-               lock_wait: float = 30.0) -> dict:
+def train_cell(
+    job: Job, cell_args: list[str] | None = None, threads: int = 1, cells_per_gpu: int = 0, lock_wait: float = 30.0
+) -> dict:
     """Train or resume ``job``'s folder in a subprocess (on whichever worker runs this); ``cell_args``: the
     script's flags as the driver computed them (:meth:`Job.cell_args`); ``lock_wait``: seconds to wait for a
     locked folder (e.g. the previous try's process still writing its checkpoint) before reporting it locked.
@@ -156,8 +171,10 @@ def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, c
     """
     where = _worker_name()
     if not job.root.is_dir():
-        raise CellError(f"worker {where} on {socket.gethostname()} cannot see the runs directory {job.root}; put "
-                        f"it on storage every worker shares (--runs-dir)")
+        raise CellError(
+            f"worker {where} on {socket.gethostname()} cannot see the runs directory {job.root}; put "
+            f"it on storage every worker shares (--runs-dir)"
+        )
     if job.state(check_settings=False) == "done":
         return {"state": "done", "worker": where}
     token = uuid.uuid4().hex
@@ -167,8 +184,12 @@ def train_cell(job: Job, cell_args: list[str] | None = None, threads: int = 1, c
         state = job.state(check_settings=False)
         if state == "done":  # finished by another driver while this one waited for the lock
             return {"state": "done", "worker": where}
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-               locks.TOKEN_ENV: token}  # the training process works under this lock instead of refusing it
+        env = {
+            **os.environ,
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            locks.TOKEN_ENV: token,
+        }  # the training process works under this lock instead of refusing it
         if cells_per_gpu and where.isdigit() and "CUDA_VISIBLE_DEVICES" not in os.environ:
             env["CUDA_VISIBLE_DEVICES"] = str(int(where) // cells_per_gpu)
         argv = job.argv(resume=state == "partial", cell_args=cell_args)
@@ -197,6 +218,7 @@ def stop_cells() -> int:
 
 
 # ----------------------------------------------------------------------------------------------- driver side
+
 
 def parse_resources(items: list[str] | None) -> dict[str, float]:
     """``["GPU=1"]`` -> ``{"GPU": 1.0}`` (one-line error otherwise)."""
@@ -234,13 +256,19 @@ def prepare_data(jobs: list[Job]) -> list[str]:
     return names
 
 
-
 class _Schedule:
     """One :meth:`DaskRunner.run`: the cells queued, submitted (no more at once than the runner's slots, and under a
     time limit only those expected to finish), collected as they finish, and stopped at the limit."""
 
-    def __init__(self, runner: "DaskRunner", todo: list[Job], report: Callable[[str], None], minutes: float | None,
-                 cell_minutes: float | None, estimates: dict[Job, float] | None) -> None:
+    def __init__(
+        self,
+        runner: "DaskRunner",
+        todo: list[Job],
+        report: Callable[[str], None],
+        minutes: float | None,
+        cell_minutes: float | None,
+        estimates: dict[Job, float] | None,
+    ) -> None:
         self.runner, self.todo, self.report, self.minutes = runner, todo, report, minutes
         self.cell_minutes, self.estimates = cell_minutes, estimates or {}
         self.queue = list(todo)
@@ -261,9 +289,18 @@ class _Schedule:
 
     def submit(self, job: Job):
         r = self.runner
-        future = r.client.submit(train_cell, job, job.cell_args(), r.threads, r.cells_per_gpu, r.lock_wait,
-                                 key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}", retries=r.retries,
-                                 resources=r.resources or None, pure=False)
+        future = r.client.submit(
+            train_cell,
+            job,
+            job.cell_args(),
+            r.threads,
+            r.cells_per_gpu,
+            r.lock_wait,
+            key=f"cell-{job.protocol}-{job.out.name}-{uuid.uuid4().hex[:8]}",
+            retries=r.retries,
+            resources=r.resources or None,
+            pure=False,
+        )
         self.futures[future], self.started[future] = job, time.perf_counter()
         self.pending.add(future)
 
@@ -305,14 +342,18 @@ class _Schedule:
             except TimeoutError:
                 running = [self.futures[f].out.name for f in self.pending]
                 self.runner.stop(self.pending)
-                self.report(f"time limit of {self.minutes:g} min reached: stopped {len(running)} running cell(s) "
-                            f"({', '.join(running)}; each checkpointed), {len(self.queue)} not started")
+                self.report(
+                    f"time limit of {self.minutes:g} min reached: stopped {len(running)} running cell(s) "
+                    f"({', '.join(running)}; each checkpointed), {len(self.queue)} not started"
+                )
                 return
             for future in done:
                 self.collect(future)
         if self.queue and self.deadline is not None and not self.pending:
-            self.report(f"time limit of {self.minutes:g} min: {len(self.queue)} cell(s) not started (the shortest takes "
-                        f"about {_elapsed(min(self.need(j) for j in self.queue))}); run again to go on")
+            self.report(
+                f"time limit of {self.minutes:g} min: {len(self.queue)} cell(s) not started (the shortest takes "
+                f"about {_elapsed(min(self.need(j) for j in self.queue))}); run again to go on"
+            )
 
 
 def _elapsed(seconds: float) -> str:
@@ -340,9 +381,17 @@ class DaskRunner:
         connect_timeout: seconds to wait for ``scheduler`` to answer before a one-line :class:`ConfigError`.
     """
 
-    def __init__(self, workers: int = 1, threads: int = 1, scheduler: str | None = None,
-                 resources: dict[str, float] | None = None, retries: int = 1, lock_wait: float = 30.0,
-                 connect_timeout: float = 20.0, cells_per_gpu: int = 0) -> None:
+    def __init__(
+        self,
+        workers: int = 1,
+        threads: int = 1,
+        scheduler: str | None = None,
+        resources: dict[str, float] | None = None,
+        retries: int = 1,
+        lock_wait: float = 30.0,
+        connect_timeout: float = 20.0,
+        cells_per_gpu: int = 0,
+    ) -> None:
         self.workers, self.threads, self.retries, self.lock_wait = workers, threads, retries, lock_wait
         self.connect_timeout = connect_timeout
         self.scheduler = scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
@@ -359,18 +408,25 @@ class DaskRunner:
         self._cluster = None
 
     def __enter__(self) -> "DaskRunner":
-        from distributed import Client, LocalCluster
+        Client, LocalCluster = _distributed()
 
         if self.scheduler:
             try:
                 self.client = Client(self.scheduler, timeout=f"{self.connect_timeout}s")
             except (OSError, TimeoutError) as err:
-                raise ConfigError(f"no Dask scheduler answers at {self.scheduler} ({one_line(err)}); start one "
-                                  f"(dask scheduler) or drop --scheduler") from None
+                raise ConfigError(
+                    f"no Dask scheduler answers at {self.scheduler} ({one_line(err)}); start one "
+                    f"(dask scheduler) or drop --scheduler"
+                ) from None
         else:
-            self._cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                         resources=self.resources or None, dashboard_address=":0",
-                                         silence_logs=logging.ERROR)
+            self._cluster = LocalCluster(
+                n_workers=self.workers,
+                threads_per_worker=1,
+                processes=True,
+                resources=self.resources or None,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            )
             self.client = Client(self._cluster)
         return self
 
@@ -398,8 +454,10 @@ class DaskRunner:
             what = f"{r['learned_invariance']}, test acc. {100 * r['test_accuracy']:.2f}%"
         else:
             what = f"failed: {outcome.get('error')}; see {job.log}"
-        return (f"[{i}/{total}] {job.out.name}: {what} ({i - failed} done, {len(pending)} in progress, {failed} failed, "
-                f"{_elapsed(time.perf_counter() - t0)})")
+        return (
+            f"[{i}/{total}] {job.out.name}: {what} ({i - failed} done, {len(pending)} in progress, {failed} failed, "
+            f"{_elapsed(time.perf_counter() - t0)})"
+        )
 
     def slots(self) -> int:
         """How many cells run at once: the local workers, or the threads of the scheduler's workers."""
@@ -407,8 +465,14 @@ class DaskRunner:
             return self.workers
         return max(sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()), 1)
 
-    def run(self, jobs: list[Job], report: Callable[[str], None] = print, minutes: float | None = None,
-            cell_minutes: float | None = None, estimates: dict[Job, float] | None = None) -> dict[Job, dict]:
+    def run(
+        self,
+        jobs: list[Job],
+        report: Callable[[str], None] = print,
+        minutes: float | None = None,
+        cell_minutes: float | None = None,
+        estimates: dict[Job, float] | None = None,
+    ) -> dict[Job, dict]:
         """Train every job not finished; returns each submitted job's outcome (``state``, ``worker``, ``error``).
 
         ``minutes``: a time limit. Cells are started in order, no more at once than :meth:`slots`, and a cell
@@ -440,8 +504,10 @@ class DaskRunner:
         for root in {j.root for j in todo}:
             root.mkdir(parents=True, exist_ok=True)
         where = f"scheduler {self.scheduler}" if self.scheduler else f"a local cluster of {self.workers} worker(s)"
-        report(f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)} on {where}; "
-               f"dashboard {self.client.dashboard_link}")
+        report(
+            f"{len(jobs) - len(todo)} of {len(jobs)} cells already finished; running {len(todo)} on {where}; "
+            f"dashboard {self.client.dashboard_link}"
+        )
         if not self.scheduler and todo:
             prepare_data(todo)  # once on this machine, not once per cell
         return todo

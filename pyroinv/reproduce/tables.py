@@ -5,6 +5,7 @@ Every number comes from the ``results.json`` / ``metrics.jsonl`` of a cell folde
 ``mean ± sd (n)``. Sections are rewritten between ``<!-- reproduce:KEY:PROTOCOL begin/end -->``
 markers, so the rest of the file is left as it is.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,8 +21,10 @@ from .results import LABELS, at_chance, cell_results, finished, mean_sd
 
 #: the mark of an accuracy entry with a seed at chance, and the note under the table that says so
 CHANCE_MARK = "†"
-CHANCE_NOTE = (f"{CHANCE_MARK} a seed of this cell fitted its training data no better than chance (training NLL at "
-               f"least {CHANCE_FRACTION} log K; `pyroinv.run.fit_check`): a failed run, not a measurement of the method.")
+CHANCE_NOTE = (
+    f"{CHANCE_MARK} a seed of this cell fitted its training data no better than chance (training NLL at "
+    f"least {CHANCE_FRACTION} log K; `pyroinv.run.fit_check`): a failed run, not a measurement of the method."
+)
 
 
 def _metric(rs: list[dict], name: str) -> list[float]:
@@ -66,10 +69,16 @@ def eta_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
         runs = []
         for row, cells in table.rows.items():
             cell = cells.get(d)
-            if (cell is None or cell.kind == "sgpr" or cell.setting("fixed_eta") is not None
-                    or cell.setting("invariance") != "rotation"):
+            if (
+                cell is None
+                or cell.kind == "sgpr"
+                or cell.setting("fixed_eta") is not None
+                or cell.setting("invariance") != "rotation"
+            ):
                 continue
-            runs += [(row, seed, read_jsonl(folder / "metrics.jsonl")) for seed, folder in finished(cell, protocol, root)]
+            runs += [
+                (row, seed, read_jsonl(folder / "metrics.jsonl")) for seed, folder in finished(cell, protocol, root)
+            ]
         if runs:
             panels[LABELS.get(d, d)] = runs
     if not panels:
@@ -97,43 +106,77 @@ def section(table: Table, protocol: str, root: Path, img_dir: Path) -> str:
     flags = "; ".join(f"`{' '.join(protocol_flags(protocol, k))}`" for k in kinds)
     paper = bool(table.paper)  # a grid beyond the paper shows its measurements alone, the objectives to 3 decimals
     entries = "paper / measured; measured = mean ± sd" if paper else "mean ± sd"
-    out = [f"### {table.title} ({protocol} protocol)", "",
-           "```bash", command(table.key, protocol, seeds), "```", "",
-           f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column, which take "
-           f"precedence (`--dry-run` prints every command). Entries: {entries} (number of seeds) "
-           f"where several seeds ran; – = not run" + ("; empty = not in the grid." if any(
-               set(cells) != set(table.datasets) for cells in table.rows.values()) else ".")]
+    out = [
+        f"### {table.title} ({protocol} protocol)",
+        "",
+        "```bash",
+        command(table.key, protocol, seeds),
+        "```",
+        "",
+        f"Each cell is one `svi_train.py` run with {flags} plus the flags of its row and column, which take "
+        f"precedence (`--dry-run` prints every command). Entries: {entries} (number of seeds) "
+        f"where several seeds ran; – = not run"
+        + (
+            "; empty = not in the grid."
+            if any(set(cells) != set(table.datasets) for cells in table.rows.values())
+            else "."
+        ),
+    ]
     if any(c.kind == "sgpr" for c in table.cells()):
         out[-1] += f" SGPR: `sgpr_train.py {' '.join(protocol_flags(protocol, 'sgpr'))}`."
     out += ["", "Test accuracy (%):", ""]
+
     def with_paper(row: str, d: str, which: int, measured: str) -> str:
         return f"{_paper(table, row, d, which, '{:.2f}')} / {measured}" if paper else measured
 
     nats = "{:.2f}" if paper else "{:.3f}"
+
     def accuracy(rs: list[dict]) -> str:
-        return mean_sd([100 * a for a in _metric(rs, "test_accuracy")]) + (CHANCE_MARK if any(map(at_chance, rs))
-                                                                            else "")
+        return mean_sd([100 * a for a in _metric(rs, "test_accuracy")]) + (
+            CHANCE_MARK if any(map(at_chance, rs)) else ""
+        )
 
     out += _grid(table, protocol, root, lambda row, d, rs: with_paper(row, d, 0, accuracy(rs)))
-    if any(CHANCE_MARK in line for line in out[-len(table.rows):]):
+    if any(CHANCE_MARK in line for line in out[-len(table.rows) :]):
         out += ["", CHANCE_NOTE]
     if any(v[1] is not None for v in table.paper.values()) or not table.paper:
-        out += ["", "ELBO / N (training set; for rows with a point W2 (ML, Laplace, Augerino) the training "
-                "log-likelihood / N):", ""]
-        out += _grid(table, protocol, root, lambda row, d, rs: with_paper(row, d, 1, mean_sd(
-            _metric(rs, 'elbo_per_datapoint') or _metric(rs, 'train_loglik_per_datapoint'), nats)))
+        out += [
+            "",
+            "ELBO / N (training set; for rows with a point W2 (ML, Laplace, Augerino) the training "
+            "log-likelihood / N):",
+            "",
+        ]
+        out += _grid(
+            table,
+            protocol,
+            root,
+            lambda row, d, rs: with_paper(
+                row, d, 1, mean_sd(_metric(rs, "elbo_per_datapoint") or _metric(rs, "train_loglik_per_datapoint"), nats)
+            ),
+        )
     if any(_metric(cell_results(c, protocol, root), "laplace_per_datapoint") for c in table.cells()):
-        out += ["", "Laplace log evidence / N (training set; Kronecker-factored curvature of W2 at its mode, the body "
-                "and η as trained; runs with the logits averaged and a proper prior):", ""]
+        out += [
+            "",
+            "Laplace log evidence / N (training set; Kronecker-factored curvature of W2 at its mode, the body "
+            "and η as trained; runs with the logits averaged and a proper prior):",
+            "",
+        ]
         out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_per_datapoint"), nats))
     if any(_metric(cell_results(c, protocol, root), "laplace_layers_per_datapoint") for c in table.cells()):
-        out += ["", "Laplace log evidence over every layer / N (training set, 1,000 images; Kronecker-factored curvature "
-                "of every fully connected layer, W2 at its mode, the body and η as trained, each layer's prior "
-                "precision at the evidence's fixed point; --network relu and mlp):", ""]
-        out += _grid(table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_layers_per_datapoint"),
-                                                                       nats))
+        out += [
+            "",
+            "Laplace log evidence over every layer / N (training set, 1,000 images; Kronecker-factored curvature "
+            "of every fully connected layer, W2 at its mode, the body and η as trained, each layer's prior "
+            "precision at the evidence's fixed point; --network relu and mlp):",
+            "",
+        ]
+        out += _grid(
+            table, protocol, root, lambda row, d, rs: mean_sd(_metric(rs, "laplace_layers_per_datapoint"), nats)
+        )
     out += ["", "Learned invariance (η in human units; – for fixed rows and baselines):", ""]
-    out += _grid(table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs))
+    out += _grid(
+        table, protocol, root, lambda row, d, rs: "–" if row.startswith(("fixed", "SGPR")) else _invariance(rs)
+    )
     ran_on = machines(table, protocol, root)
     if ran_on:
         out += ["", f"Ran on: {ran_on}."]
@@ -159,8 +202,13 @@ def curves_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
     if not panels:
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    plot_curves_panels(panels, path, xlabel="training images", ylabel="test accuracy (%)",
-                       title=f"{table.title.split(':')[0]} ({protocol})")
+    plot_curves_panels(
+        panels,
+        path,
+        xlabel="training images",
+        ylabel="test accuracy (%)",
+        title=f"{table.title.split(':')[0]} ({protocol})",
+    )
     return True
 
 
@@ -168,7 +216,7 @@ def replace_section(text: str, marker: str, body: str) -> str:
     begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
     block = f"{begin}\n{body}\n{end}"
     if begin in text and end in text:
-        return text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+        return text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
     return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
@@ -181,8 +229,9 @@ def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Pat
     for key in keys:
         if key == "claims":
             continue
-        text = replace_section(text, f"reproduce:{key}:{protocol}", section(grid[key], protocol, root,
-                                                                            results_md.parent / "img"))
+        text = replace_section(
+            text, f"reproduce:{key}:{protocol}", section(grid[key], protocol, root, results_md.parent / "img")
+        )
         written.append(key)
     if "claims" in keys or any(key in CLAIM_TABLES for key in keys):  # a grid beyond the paper leaves them alone
         text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))

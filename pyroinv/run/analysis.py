@@ -1,5 +1,6 @@
 """Analyses of a saved run folder: evaluate it on another data set, estimate its evidence, or profile its bound
 along ``eta``."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,10 +17,18 @@ from ..inference.laplace_layers import laplace_evidences
 from .folder import RunFolder, load_run
 
 
-def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | None = None,
-                 cache_dir: str | None = None, test_size: int | None = None, draws: int | None = None,
-                 samples: int | None = None, split: str = "test", device: str = "auto",
-                 sampling: str | None = None) -> dict[str, Any]:
+def evaluate_run(
+    out: str | Path,
+    dataset: str | None = None,
+    data_root: str | None = None,
+    cache_dir: str | None = None,
+    test_size: int | None = None,
+    draws: int | None = None,
+    samples: int | None = None,
+    split: str = "test",
+    device: str = "auto",
+    sampling: str | None = None,
+) -> dict[str, Any]:
     """Evaluate a saved run on any data set variant (default: the one it was trained on).
 
     ``split``: ``"test"``, or ``"valid"``, the validation set the run held out of its training set
@@ -39,10 +48,18 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     if split not in ("test", "valid"):
         raise ConfigError(f"--split {split!r} is not one of test, valid")
     if split == "valid" and not saved.get("valid_size"):
-        raise ConfigError(f"{out} was trained without --valid-size, so it has no validation set; use --split test "
-                          f"or train with --valid-size")
-    data = load_dataset(name, data_root=data_root, cache_dir=cache_dir, test_size=test_size,
-                        seed=int(saved.get("seed", 0)), valid_size=saved.get("valid_size") if split == "valid" else None)
+        raise ConfigError(
+            f"{out} was trained without --valid-size, so it has no validation set; use --split test "
+            f"or train with --valid-size"
+        )
+    data = load_dataset(
+        name,
+        data_root=data_root,
+        cache_dir=cache_dir,
+        test_size=test_size,
+        seed=int(saved.get("seed", 0)),
+        valid_size=saved.get("valid_size") if split == "valid" else None,
+    )
     cfg, model, guide, step = load_run(out, dev, input_shape=data.input_shape)
     x, y = data.tensors(split, dev)
     if samples is not None:
@@ -53,33 +70,68 @@ def evaluate_run(out: str | Path, dataset: str | None = None, data_root: str | N
     pp = posterior_predictive(model, guide, x, y, draws=draws or cfg.eval_draws)
     metrics = pp.metrics()
     units = inactive_units(model, x)  # after the predictive, whose draws stay those of the run's own evaluation
-    return {"run": str(out), "trained_on": cfg.dataset, "evaluated_on": name, "step": step,
-            "samples": model.num_samples, "sampling": model.sampling, "split": split,
-            f"{split}_accuracy": metrics["accuracy"],
-            f"{split}_nll": metrics["nll"], f"{split}_size": int(x.shape[0]), "inactive_units": units,
-            "errors": int((pp.log_probs.argmax(-1) != pp.y).sum()), "most_confused": most_confused(pp.log_probs, pp.y),
-            "learned_invariance": model.invariance.describe(), "eta_human": model.invariance.human()}
+    return {
+        "run": str(out),
+        "trained_on": cfg.dataset,
+        "evaluated_on": name,
+        "step": step,
+        "samples": model.num_samples,
+        "sampling": model.sampling,
+        "split": split,
+        f"{split}_accuracy": metrics["accuracy"],
+        f"{split}_nll": metrics["nll"],
+        f"{split}_size": int(x.shape[0]),
+        "inactive_units": units,
+        "errors": int((pp.log_probs.argmax(-1) != pp.y).sum()),
+        "most_confused": most_confused(pp.log_probs, pp.y),
+        "learned_invariance": model.invariance.describe(),
+        "eta_human": model.invariance.human(),
+    }
 
 
-def run_evidence(out: str | Path, data_root: str | None = None, cache_dir: str | None = None,
-                 device: str = "auto", importance_draws: int = 0) -> dict[str, Any]:
+def run_evidence(
+    out: str | Path,
+    data_root: str | None = None,
+    cache_dir: str | None = None,
+    device: str = "auto",
+    importance_draws: int = 0,
+) -> dict[str, Any]:
     """:func:`laplace_evidences` of a saved run on its own training set, ``eta`` as learned (with the
     importance-sampling check of ``W2``'s evidence when ``importance_draws > 0``)."""
     dev = resolve_device(device)
     saved = RunFolder(out).config()
-    data = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
-                        seed=int(saved.get("seed", 0)), valid_size=saved.get("valid_size"))
+    data = load_dataset(
+        saved["dataset"],
+        data_root=data_root,
+        cache_dir=cache_dir,
+        train_size=saved.get("train_size"),
+        seed=int(saved.get("seed", 0)),
+        valid_size=saved.get("valid_size"),
+    )
     cfg, model, _, step = load_run(out, dev, input_shape=data.input_shape)
     x, y = data.tensors("train", dev)
     torch.manual_seed(cfg.seed + 1)
-    return {"run": str(out), "step": step, "learned_invariance": model.invariance.describe(),
-            **laplace_evidences(cfg, model, x, y, seed=cfg.seed, importance_draws=importance_draws)}
+    return {
+        "run": str(out),
+        "step": step,
+        "learned_invariance": model.invariance.describe(),
+        **laplace_evidences(cfg, model, x, y, seed=cfg.seed, importance_draws=importance_draws),
+    }
 
 
 @torch.no_grad()
-def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_root: str | None = None,
-                cache_dir: str | None = None, train_size: int | None = None, device: str = "auto",
-                seed: int = 0, draws: int = 1, laplace: bool = False) -> list[dict[str, float]]:
+def eta_profile(
+    out: str | Path,
+    values: list[float],
+    generator: int = 2,
+    data_root: str | None = None,
+    cache_dir: str | None = None,
+    train_size: int | None = None,
+    device: str = "auto",
+    seed: int = 0,
+    draws: int = 1,
+    laplace: bool = False,
+) -> list[dict[str, float]]:
     """ELBO/N of a trained run with one ``eta`` generator set to each of ``values`` (human units).
 
     Everything else (``W1``, ``q``) stays as trained, so this profiles the bound along ``eta``
@@ -91,8 +143,14 @@ def eta_profile(out: str | Path, values: list[float], generator: int = 2, data_r
     """
     dev = resolve_device(device)
     saved = RunFolder(out).config()
-    full = load_dataset(saved["dataset"], data_root=data_root, cache_dir=cache_dir, train_size=saved.get("train_size"),
-                        seed=int(saved.get("seed", 0)), valid_size=saved.get("valid_size"))
+    full = load_dataset(
+        saved["dataset"],
+        data_root=data_root,
+        cache_dir=cache_dir,
+        train_size=saved.get("train_size"),
+        seed=int(saved.get("seed", 0)),
+        valid_size=saved.get("valid_size"),
+    )
     num_data = len(full.y_train)  # the KL is divided by the N the run was trained on
     data = full.subset(train_size=train_size, seed=seed) if train_size else full
     cfg, model, guide, _ = load_run(out, dev, input_shape=data.input_shape)

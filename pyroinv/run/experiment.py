@@ -7,6 +7,7 @@ ELBO estimate under ``vi``; the log joint under ``map``, the log-likelihood unde
 NLL, the regime diagnostics (:meth:`pyroinv.inference.train.Trainer.diagnostics`), eta raw and in human units, the
 learning rate and the wall time.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -66,8 +67,11 @@ class StopSignals:
     def _handler(self, signum, _frame) -> None:
         self.received = signum
         if self._finishing is not None:
-            raise Interrupted(f"stopped by signal {signal.Signals(signum).name} during {self._finishing}; the "
-                              f"trained checkpoint is kept, finish the run with --resume", signum)
+            raise Interrupted(
+                f"stopped by signal {signal.Signals(signum).name} during {self._finishing}; the "
+                f"trained checkpoint is kept, finish the run with --resume",
+                signum,
+            )
 
     def raise_now(self, during: str) -> None:
         """From now on a signal raises :class:`Interrupted` naming ``during`` (a pending one raises at once)."""
@@ -103,11 +107,18 @@ class FolderWriter(FitCallbacks):
             log.info("resumed at step %d of %d", trainer.step, trainer.total_steps)
         else:
             self.folder.start(self.cfg, trainer.input_shape, trainer.num_classes, trainer.num_data)
-        log.info("device %s, %d steps (%d epochs x %d), products in %s%s%s", trainer.device, trainer.total_steps,
-                 trainer.epochs, trainer.steps_per_epoch, trainer.precision,
-                 f" ({self.cfg.precision}: native bfloat16 products {'found' if native_bf16(trainer.device) else 'not found'})"
-                 if self.cfg.precision == "auto" else "",
-                 "; full batches replayed as a CUDA graph" if trainer.graph is not None else "")
+        log.info(
+            "device %s, %d steps (%d epochs x %d), products in %s%s%s",
+            trainer.device,
+            trainer.total_steps,
+            trainer.epochs,
+            trainer.steps_per_epoch,
+            trainer.precision,
+            f" ({self.cfg.precision}: native bfloat16 products {'found' if native_bf16(trainer.device) else 'not found'})"
+            if self.cfg.precision == "auto"
+            else "",
+            "; full batches replayed as a CUDA graph" if trainer.graph is not None else "",
+        )
         try:
             self.metrics = open(self.folder / METRICS, "a")
         except OSError as err:
@@ -130,10 +141,19 @@ class FolderWriter(FitCallbacks):
             self.metrics.close()
 
 
-def run_experiment(cfg: Config, out: str | Path, resume: bool = False, data_root: str | None = None,
-                   cache_dir: str | None = None, progress: bool | None = None, log_every: int = 10,
-                   checkpoint_every: int | None = None, max_steps: int | None = None,
-                   quiet: bool = False, cuda_graph: bool | None = None) -> dict[str, Any]:
+def run_experiment(
+    cfg: Config,
+    out: str | Path,
+    resume: bool = False,
+    data_root: str | None = None,
+    cache_dir: str | None = None,
+    progress: bool | None = None,
+    log_every: int = 10,
+    checkpoint_every: int | None = None,
+    max_steps: int | None = None,
+    quiet: bool = False,
+    cuda_graph: bool | None = None,
+) -> dict[str, Any]:
     """Train (or continue) one run into ``out`` and return its results.
 
     Args:
@@ -170,8 +190,14 @@ class RunOptions:
     cuda_graph: bool | None = None
 
 
-def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, signals: StopSignals, resume: bool,
-           opts: RunOptions) -> dict[str, Any]:
+def _train(
+    clf: InvariantClassifier,
+    folder: RunFolder,
+    device: torch.device,
+    signals: StopSignals,
+    resume: bool,
+    opts: RunOptions,
+) -> dict[str, Any]:
     """:func:`run_experiment` under the folder's lock and the signal handlers."""
     cfg, out = clf.config, folder.path
     if resume and folder.state(cfg) == UNSTARTED and (folder / CONFIG).exists():
@@ -182,24 +208,44 @@ def _train(clf: InvariantClassifier, folder: RunFolder, device: torch.device, si
         state, used = folder.load_checkpoint(device)
     else:
         folder.check_new(cfg)
-    data = load_dataset(cfg.dataset, data_root=opts.data_root, cache_dir=opts.cache_dir, train_size=cfg.train_size,
-                        test_size=cfg.test_size, seed=cfg.seed, valid_size=cfg.valid_size)
+    data = load_dataset(
+        cfg.dataset,
+        data_root=opts.data_root,
+        cache_dir=opts.cache_dir,
+        train_size=cfg.train_size,
+        test_size=cfg.test_size,
+        seed=cfg.seed,
+        valid_size=cfg.valid_size,
+    )
     if resume and used.name != CHECKPOINT:
         log.info("%s", f"{folder / CHECKPOINT} is damaged or missing; resuming from the previous checkpoint {used}")
     writer = FolderWriter(folder, cfg, signals, resuming=resume, data=describe(data, cfg.train_size, cfg.test_size))
     try:
-        clf.fit(data, device=device, progress=opts.progress, log_every=opts.log_every,
-                checkpoint_every=opts.checkpoint_every, max_steps=opts.max_steps, callbacks=writer,
-                resume_state=state if resume else None, cuda_graph=opts.cuda_graph)
+        clf.fit(
+            data,
+            device=device,
+            progress=opts.progress,
+            log_every=opts.log_every,
+            checkpoint_every=opts.checkpoint_every,
+            max_steps=opts.max_steps,
+            callbacks=writer,
+            resume_state=state if resume else None,
+            cuda_graph=opts.cuda_graph,
+        )
     except CheckpointMismatch as err:
-        raise ConfigError(f"--resume: {used} does not fit this run's configuration ({err.detail}); resume with the "
-                          f"flags it was trained with, or start a new --out") from None
+        raise ConfigError(
+            f"--resume: {used} does not fit this run's configuration ({err.detail}); resume with the "
+            f"flags it was trained with, or start a new --out"
+        ) from None
     finally:
         writer.close()
     trainer = clf.trainer
     if signals.received is not None:
-        raise Interrupted(f"stopped by signal {signal.Signals(signals.received).name} at step {trainer.step}; "
-                          f"checkpoint written, continue with --resume", signals.received)
+        raise Interrupted(
+            f"stopped by signal {signal.Signals(signals.received).name} at step {trainer.step}; "
+            f"checkpoint written, continue with --resume",
+            signals.received,
+        )
     if not trainer.done:
         return {"step": trainer.step, "finished": False}
     return finish(trainer, folder.path, quiet=opts.quiet, signals=signals)
@@ -254,13 +300,24 @@ def evaluate_trained(trainer: Trainer) -> FinalEvaluation:
     # a second estimate of log p(D | eta), beside the ELBO: the Laplace evidence of W2 at the trained body (the logits
     # averaged, so that the last-layer GGN is the exact Hessian; a proper prior)
     with _timed(phases, "laplace"):
-        evidence = laplace_evidences(cfg, model, trainer.x_train, trainer.y_train, cfg.seed, _w2_estimate(guide)) \
-            if model.average == "logits" and model.prior_kind == "normal" else {}
+        evidence = (
+            laplace_evidences(cfg, model, trainer.x_train, trainer.y_train, cfg.seed, _w2_estimate(guide))
+            if model.average == "logits" and model.prior_kind == "normal"
+            else {}
+        )
     with _timed(phases, "arviz"):
-        idata = export_data(model, guide, trainer.x_train, trainer.y_train, trainer.x_test, trainer.y_test,
-                            cfg.export_draws, seed=cfg.seed)
+        idata = export_data(
+            model,
+            guide,
+            trainer.x_train,
+            trainer.y_train,
+            trainer.x_test,
+            trainer.y_test,
+            cfg.export_draws,
+            seed=cfg.seed,
+        )
     with _timed(phases, "units"):  # last of the random draws, so the numbers above are those of earlier runs
-        units = inactive_units(model, trainer.x_train[::max(1, len(trainer.y_train) // 1000)])
+        units = inactive_units(model, trainer.x_train[:: max(1, len(trainer.y_train) // 1000)])
     return FinalEvaluation(test, valid, elbo, evidence, idata, units, phases)
 
 
@@ -270,8 +327,12 @@ def _write_plots(trainer: Trainer, folder: RunFolder, phases: dict[str, float]) 
     cfg, model, records = trainer.cfg, trainer.model, folder.metrics()
     with _timed(phases, "plots"):
         if records:
-            plot_eta(records, model.invariance.active, folder / "eta.png",
-                     title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}")
+            plot_eta(
+                records,
+                model.invariance.active,
+                folder / "eta.png",
+                title=f"{cfg.dataset}, {cfg.network}, {cfg.inference}",
+            )
             plot_curves(records, folder / "curves.png", objective=method(cfg.inference).objective.label)
         if model.features.is_image and model.features.warps_weights:  # input augmentation has no warped filters
             plot_filter_banks(model.features, folder / "filters.png")
@@ -281,8 +342,10 @@ def _print_summary(trainer: Trainer, e: FinalEvaluation, folder: RunFolder) -> N
     from ..inference.arviz_export import readable_summary
 
     reports_elbo = method(trainer.cfg.inference).reports_elbo
-    print(f"\nlearned invariance: {trainer.model.invariance.describe()}; inactive units: {100 * e.units:.1f}% of the "
-          f"last hidden layer's")
+    print(
+        f"\nlearned invariance: {trainer.model.invariance.describe()}; inactive units: {100 * e.units:.1f}% of the "
+        f"last hidden layer's"
+    )
     line = f"test accuracy {100 * e.test['accuracy']:.2f}%  test NLL {e.test['nll']:.4f}"
     line += f"  validation accuracy {100 * e.valid['valid_accuracy']:.2f}%" if e.valid else ""
     line += f"  train ELBO/N {e.elbo['elbo_per_datapoint']:.4f}" if reports_elbo else ""
@@ -309,22 +372,41 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
     e = evaluate_trained(trainer)
     inv = trainer.model.invariance
     eta = inv.eta.detach().cpu()
-    at_chance = chance_fit_warning(e.elbo["loglik_per_datapoint"], trainer.num_classes,
-                                   inv.describe() if inv.learn else None)
+    at_chance = chance_fit_warning(
+        e.elbo["loglik_per_datapoint"], trainer.num_classes, inv.describe() if inv.learn else None
+    )
     _write_plots(trainer, folder, e.phases)
     with _timed(e.phases, "arviz"):
         save_inference_data(e.idata, folder / "posterior.nc")
-    results = folder.write_results(RunResults(
-        dataset=cfg.dataset, invariance=cfg.invariance, network=cfg.network, inference=cfg.inference,
-        test_accuracy=e.test["accuracy"], test_nll=e.test["nll"],
-        elbo_per_datapoint=e.elbo["elbo_per_datapoint"] if method(cfg.inference).reports_elbo else None,
-        train_loglik_per_datapoint=e.elbo["loglik_per_datapoint"],
-        eta=[float(v) for v in eta], eta_human=lie.to_human(eta, inv.image_size), learned_invariance=inv.describe(),
-        steps=trainer.step, train_size=trainer.num_data, test_size=int(trainer.x_test.shape[0]),
-        train_wall_time_s=trainer.wall_time, eval_wall_time_s=time.perf_counter() - t0, device=str(trainer.device),
-        device_name=device_name(trainer.device), inactive_units=e.units, eval_phases_s=e.phases,
-        graph_replays=trainer.graph_replays, precision=trainer.precision, warnings=[at_chance] if at_chance else [],
-        **e.evidence, **e.valid))
+    results = folder.write_results(
+        RunResults(
+            dataset=cfg.dataset,
+            invariance=cfg.invariance,
+            network=cfg.network,
+            inference=cfg.inference,
+            test_accuracy=e.test["accuracy"],
+            test_nll=e.test["nll"],
+            elbo_per_datapoint=e.elbo["elbo_per_datapoint"] if method(cfg.inference).reports_elbo else None,
+            train_loglik_per_datapoint=e.elbo["loglik_per_datapoint"],
+            eta=[float(v) for v in eta],
+            eta_human=lie.to_human(eta, inv.image_size),
+            learned_invariance=inv.describe(),
+            steps=trainer.step,
+            train_size=trainer.num_data,
+            test_size=int(trainer.x_test.shape[0]),
+            train_wall_time_s=trainer.wall_time,
+            eval_wall_time_s=time.perf_counter() - t0,
+            device=str(trainer.device),
+            device_name=device_name(trainer.device),
+            inactive_units=e.units,
+            eval_phases_s=e.phases,
+            graph_replays=trainer.graph_replays,
+            precision=trainer.precision,
+            warnings=[at_chance] if at_chance else [],
+            **e.evidence,
+            **e.valid,
+        )
+    )
     if signals is not None:
         signals.ignore()  # the run is complete: a signal now changes nothing
     if at_chance:

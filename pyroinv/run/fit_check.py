@@ -7,6 +7,7 @@ first steps, before the network fits anything, the gradient in ``eta`` is noise 
 steps, ``eta`` runs wide (translation beyond the image, scale x2), and the network never fits the transformed
 inputs. ``--eta-warmup`` holds ``eta`` while the network fits.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,11 @@ import math
 CHANCE_FRACTION = 0.9
 
 
-def chance_fit_warning(train_loglik_per_datapoint: float | None, num_classes: int, learned_invariance: str | None,
-                       ) -> str | None:
+def chance_fit_warning(
+    train_loglik_per_datapoint: float | None,
+    num_classes: int,
+    learned_invariance: str | None,
+) -> str | None:
     """The warning for a run whose training NLL ``-train_loglik_per_datapoint`` is at least
     ``CHANCE_FRACTION * log K``, else ``None``.
 
@@ -32,12 +36,16 @@ def chance_fit_warning(train_loglik_per_datapoint: float | None, num_classes: in
     nll = -train_loglik_per_datapoint
     if nll < CHANCE_FRACTION * chance:
         return None
-    head = (f"the network fits its training data no better than chance (training NLL {nll:.3f} per image; "
-            f"predicting every class alike gives log {num_classes} = {chance:.3f})")
+    head = (
+        f"the network fits its training data no better than chance (training NLL {nll:.3f} per image; "
+        f"predicting every class alike gives log {num_classes} = {chance:.3f})"
+    )
     if learned_invariance:
-        return (f"{head} with the learned invariance {learned_invariance}: if eta ran wide in the first steps, before "
-                f"the network fitted anything, train again with --eta-warmup E (eta held for E epochs) or a lower "
-                f"--eta-lr")
+        return (
+            f"{head} with the learned invariance {learned_invariance}: if eta ran wide in the first steps, before "
+            f"the network fitted anything, train again with --eta-warmup E (eta held for E epochs) or a lower "
+            f"--eta-lr"
+        )
     return f"{head}: train longer (--epochs, --min-steps) or check the labels"
 
 

@@ -15,6 +15,7 @@ A run folder (``--out``) holds
 ``unstarted``, ``foreign``), used by the command line, ``run_or_load`` and the reproduction runner alike.
 :func:`load_run` rebuilds a trained model and guide from a folder.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,7 @@ from typing import Any
 
 import torch
 
-from ..files import (load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes,
-                         write_json)
+from ..files import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes, write_json
 from ..config import Config
 from ..errors import ConfigError
 
@@ -47,8 +47,12 @@ def versions() -> dict[str, str]:
     from ..inference.arviz_export import import_arviz
 
     arviz = import_arviz()
-    return {"python": platform.python_version(), "torch": torch.__version__, "pyro": pyro.__version__,
-            "arviz": arviz.__version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "pyro": pyro.__version__,
+        "arviz": arviz.__version__,
+    }
 
 
 @dataclass
@@ -129,8 +133,9 @@ class RunFolder:
     def require_run(self) -> None:
         """Refuse a folder that holds no trained run (one-line :class:`ConfigError`)."""
         if not (self / CONFIG).exists() or not self.has_checkpoint():
-            raise ConfigError(f"{self.path} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of "
-                              f"a training run")
+            raise ConfigError(
+                f"{self.path} is not a run folder (needs {CONFIG} and {CHECKPOINT}); pass the --out of a training run"
+            )
 
     def is_finished(self) -> bool:
         return (self / RESULTS).exists()
@@ -172,31 +177,36 @@ class RunFolder:
             return
         state = self.state(cfg)
         if state in (DONE, RESUMABLE):
-            raise ConfigError(f"--out {self.path} already holds a run; pass --resume to continue it or choose a "
-                              f"new --out")
+            raise ConfigError(
+                f"--out {self.path} already holds a run; pass --resume to continue it or choose a new --out"
+            )
         if state == FOREIGN:
-            raise ConfigError(f"--out {self.path} holds an attempt with other settings "
-                              f"({', '.join(self.differences(cfg))}) that stopped before its first "
-                              f"checkpoint; delete it or choose a new --out")
+            raise ConfigError(
+                f"--out {self.path} holds an attempt with other settings "
+                f"({', '.join(self.differences(cfg))}) that stopped before its first "
+                f"checkpoint; delete it or choose a new --out"
+            )
 
     def check_resume(self, cfg: Config) -> None:
         """Refuse to resume a folder without a checkpoint, or one trained with other settings."""
         if not self.has_checkpoint():
             raise ConfigError(f"--resume: no checkpoint in {self.path}; start a new run without --resume")
         if not (self / CONFIG).exists():
-            raise ConfigError(f"--resume: {self.path} has no {CONFIG}; it is not a complete run folder, start a "
-                              f"new --out")
+            raise ConfigError(
+                f"--resume: {self.path} has no {CONFIG}; it is not a complete run folder, start a new --out"
+            )
         diff = self.differences(cfg)
         if diff:
-            raise ConfigError(f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
-                              f"use the same flags, or a new --out")
+            raise ConfigError(
+                f"--resume: the configuration differs from the checkpoint's in {', '.join(diff)}; "
+                f"use the same flags, or a new --out"
+            )
 
     def check_same_run(self, cfg: Config) -> None:
         """Refuse a folder whose ``config.json`` holds other settings than ``cfg``."""
         diff = self.differences(cfg)
         if diff:
-            raise ConfigError(f"{self.path} holds a run with other settings ({', '.join(diff)}); choose another "
-                              f"folder")
+            raise ConfigError(f"{self.path} holds a run with other settings ({', '.join(diff)}); choose another folder")
 
     def start(self, cfg: Config, input_shape: tuple[int, ...], num_classes: int, num_data: int) -> None:
         """Create the folder with ``config.json`` and ``meta.json`` (an earlier attempt's metrics are dropped)."""
@@ -235,8 +245,9 @@ class RunFolder:
         return read_json(self / RESULTS)
 
 
-def _shape_and_classes(folder: RunFolder, state: dict, input_shape: tuple[int, ...] | None,
-                       dataset: str) -> tuple[tuple[int, ...], int]:
+def _shape_and_classes(
+    folder: RunFolder, state: dict, input_shape: tuple[int, ...] | None, dataset: str
+) -> tuple[tuple[int, ...], int]:
     """Input shape and number of classes from ``meta.json``; for folders written before it, from the checkpoint
     (the input-shape buffer and the guide's parameter shapes) or ``input_shape``."""
     meta = folder.meta()
@@ -253,8 +264,10 @@ def _shape_and_classes(folder: RunFolder, state: dict, input_shape: tuple[int, .
         else:
             raise ConfigError(f"{folder.path} records neither {META} nor its input shape; pass input_shape")
     if input_shape is not None and tuple(input_shape) != shape:
-        raise ConfigError(f"the data have inputs {tuple(input_shape)} but the run was trained on {shape}; "
-                          f"evaluate it on a variant of {dataset}")
+        raise ConfigError(
+            f"the data have inputs {tuple(input_shape)} but the run was trained on {shape}; "
+            f"evaluate it on a variant of {dataset}"
+        )
     return shape, classes
 
 

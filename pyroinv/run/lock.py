@@ -11,6 +11,7 @@ process that finds the folder locked with the token it was given works under its
 refusing. Readers (``evaluate.py``, :func:`pyroinv.run.folder.load_run`, a finished run in ``run_or_load``)
 take no lock.
 """
+
 from __future__ import annotations
 
 import json
@@ -146,8 +147,10 @@ class RunLock:
         self._created = None if self.folder.exists() else missing
         if not acquire(self.folder):
             self._remove_created()
-            raise FolderLocked(f"{describe(self.folder, holder(self.folder))}; wait, or use another --out (if that "
-                               f"process is gone, delete {self.folder / LOCK})")
+            raise FolderLocked(
+                f"{describe(self.folder, holder(self.folder))}; wait, or use another --out (if that "
+                f"process is gone, delete {self.folder / LOCK})"
+            )
         self.owned = True
         return self
 

@@ -1,4 +1,5 @@
 """Figures of a run: eta over training (paper Fig. 2), training curves, filter banks (Figs. 3-5)."""
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,14 @@ HUMAN_LABELS = {
     "scale_y_factor": "scale exp(η₅) (factor, y)",
     "shear": "shear η₆",
 }
-HUMAN_KEYS = {0: "translate_x_px", 1: "translate_y_px", 2: "rotation_deg", 3: "scale_x_factor",
-              4: "scale_y_factor", 5: "shear"}
+HUMAN_KEYS = {
+    0: "translate_x_px",
+    1: "translate_y_px",
+    2: "rotation_deg",
+    3: "scale_x_factor",
+    4: "scale_y_factor",
+    5: "shear",
+}
 
 
 def save_figure(fig: Figure, path: Path, dpi: int) -> None:
@@ -59,9 +66,12 @@ def plot_eta(records: Sequence[dict], active: Sequence[int], path: Path, title: 
 
 
 #: the regime panels of ``curves.png``: metrics key, axis label
-REGIME_PANELS = (("kl_per_datapoint", "KL(q || p) / N"), ("q_scale", "scale of q (mean diagonal of L)"),
-                 ("mu_norm", "||mu|| (||W2|| for a point estimate)"),
-                 ("inactive_units", "inactive units (share of the last hidden layer)"))
+REGIME_PANELS = (
+    ("kl_per_datapoint", "KL(q || p) / N"),
+    ("q_scale", "scale of q (mean diagonal of L)"),
+    ("mu_norm", "||mu|| (||W2|| for a point estimate)"),
+    ("inactive_units", "inactive units (share of the last hidden layer)"),
+)
 
 
 def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0") -> None:
@@ -70,7 +80,7 @@ def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0")
     k = max(1, len(values) // 25)
     if len(values) >= k:
         smooth = values.unfold(0, k, 1).mean(-1)
-        ax.plot(steps[k - 1:], smooth.numpy(), color=color, lw=1.8, label=f"mean of {k}")
+        ax.plot(steps[k - 1 :], smooth.numpy(), color=color, lw=1.8, label=f"mean of {k}")
     ax.legend(fontsize=8)
 
 
@@ -150,11 +160,16 @@ def plot_filter_banks(features, path: Path, rows: int = 6, columns: int = 7, see
     save_figure(fig, path, dpi=100)
 
 
-def plot_eta_runs(runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg",
-                  title: str = "") -> None:
+def plot_eta_runs(
+    runs: Sequence[tuple[str, Sequence[dict]]], path: Path, key: str = "rotation_deg", title: str = ""
+) -> None:
     """Several runs' ``eta`` (human units) against step in one panel (the paper's Figures 2 and 6)."""
-    plot_eta_panels({"": [(label, 0, records) for label, records in runs]}, path,
-                    title=title or "learned invariance over training", key=key)
+    plot_eta_panels(
+        {"": [(label, 0, records) for label, records in runs]},
+        path,
+        title=title or "learned invariance over training",
+        key=key,
+    )
 
 
 def distinct_colours(labels: Sequence[str]) -> dict[str, object]:
@@ -167,8 +182,9 @@ def distinct_colours(labels: Sequence[str]) -> dict[str, object]:
     return {name: cmap(i % 20) for i, name in enumerate(names)}
 
 
-def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "",
-                    key: str = "rotation_deg") -> None:
+def plot_eta_panels(
+    panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "", key: str = "rotation_deg"
+) -> None:
     """One panel per data set, one line per run ``(label, seed, records)``: the paper's Figures 2, 6, C.1-C.2.
 
     A label keeps its colour in every panel; seeds 0, 1, 2, ... are drawn solid, dashed, dotted, ...
@@ -202,15 +218,23 @@ def plot_eta_panels(panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]]
     save_figure(fig, path, dpi=100)
 
 
-def plot_eta_profile(rows: Sequence[dict], path: Path, generator: str = "rotate", title: str = "",
-                     profiles: dict[str, Sequence[dict]] | None = None) -> None:
+def plot_eta_profile(
+    rows: Sequence[dict],
+    path: Path,
+    generator: str = "rotate",
+    title: str = "",
+    profiles: dict[str, Sequence[dict]] | None = None,
+) -> None:
     """The ELBO/N and the Laplace evidence/N (where the rows have it) against one ``eta`` (:func:`eta_profile`), one
     panel per profile: ``rows`` alone, or ``profiles`` (panel title -> rows)."""
     panels = profiles or {title: rows}
     fig = Figure(figsize=(4.2 * len(panels), 3.4))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    series = (("elbo_per_datapoint", "ELBO / N", "C0", "o"), ("laplace_per_datapoint", "Laplace / N (Kronecker)", "C1", "s"),
-              ("laplace_full_per_datapoint", "Laplace / N (exact)", "C2", "^"))
+    series = (
+        ("elbo_per_datapoint", "ELBO / N", "C0", "o"),
+        ("laplace_per_datapoint", "Laplace / N (Kronecker)", "C1", "s"),
+        ("laplace_full_per_datapoint", "Laplace / N (exact)", "C2", "^"),
+    )
     for ax, (name, panel) in zip(axes, panels.items()):
         xs = [r["eta_human"] for r in panel]
         for key, label, color, marker in series:
@@ -239,14 +263,22 @@ def curve_styles(names: Sequence[str]) -> dict[str, dict]:
         parts = {n: n.split(", ", 1) for n in names}
         families = sorted({f for f, _ in parts.values()})
         kinds = sorted({k for _, k in parts.values()})
-        return {n: dict(color=f"C{kinds.index(k) % 10}", ls=LINESTYLES[families.index(f) % len(LINESTYLES)],
-                        marker=MARKERS[families.index(f) % len(MARKERS)]) for n, (f, k) in parts.items()}
-    return {n: dict(color=f"C{i % 10}", ls=LINESTYLES[i // 10 % len(LINESTYLES)], marker="o")
-            for i, n in enumerate(names)}
+        return {
+            n: dict(
+                color=f"C{kinds.index(k) % 10}",
+                ls=LINESTYLES[families.index(f) % len(LINESTYLES)],
+                marker=MARKERS[families.index(f) % len(MARKERS)],
+            )
+            for n, (f, k) in parts.items()
+        }
+    return {
+        n: dict(color=f"C{i % 10}", ls=LINESTYLES[i // 10 % len(LINESTYLES)], marker="o") for i, n in enumerate(names)
+    }
 
 
-def plot_curves_panels(panels: dict[str, dict[str, Sequence[tuple[float, float]]]], path: Path, xlabel: str,
-                       ylabel: str, title: str = "") -> None:
+def plot_curves_panels(
+    panels: dict[str, dict[str, Sequence[tuple[float, float]]]], path: Path, xlabel: str, ylabel: str, title: str = ""
+) -> None:
     """One panel per key of ``panels``, one line per curve of ``(x, y)`` points (x on a log axis); each curve is
     drawn alike in every panel (:func:`curve_styles`) and named once, in a legend under the panels."""
     styles = curve_styles([c for curves in panels.values() for c in curves])

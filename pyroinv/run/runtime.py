@@ -13,6 +13,7 @@ ones. Weights held small by a strong prior, and Adam's moments as the cosine sch
 range late in training: a run of ``--laplace-layers all`` on 20,000 images slowed from 0.15 s to 1.7 s a step
 after 1,800 steps. Flushing them to zero costs nothing and changes values only below that range.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -43,7 +44,9 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
 
 
 def subnormals_kept() -> bool:
