@@ -15,8 +15,8 @@ The public entry points, importable from the package itself::
 __version__ = "0.1.0"
 
 from .classifier import InvariantClassifier  # noqa: E402
-from .run.analysis import eta_profile, evaluate_run  # noqa: E402
 from .config import Config  # noqa: E402
+from .run.analysis import eta_profile, evaluate_run  # noqa: E402
 from .run.experiment import run_experiment, run_or_load  # noqa: E402
 from .run.folder import load_run  # noqa: E402
 

@@ -9,7 +9,7 @@ reproduction runner starts its cells this way, so a Dask worker needs the instal
 from __future__ import annotations
 
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 
 def _train(argv: list[str]) -> int:

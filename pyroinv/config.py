@@ -6,14 +6,14 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .model import lie
 from .errors import ConfigError
+from .model import lie
+from .model.bnn import AVERAGES
 from .model.estimators import ELBOS, ESTIMATORS
 from .model.invariance import CONSTRAINTS
 from .model.lie import SAMPLINGS
 from .model.methods import METHODS
 from .model.objectives import LAPLACE
-from .model.bnn import AVERAGES
 from .model.precision import PRECISIONS
 from .model.registry import CNN_ACTIVATIONS, CNN_CHANNELS, NETWORKS
 
@@ -321,7 +321,7 @@ class Config:
     )
     device: str = setting("auto", "auto picks CUDA when available", choices=DEVICES)
 
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         """Raise :class:`ConfigError` (one line) for any value out of range: each field by its kind
         (:func:`setting`), then the rules that tie fields together."""
         for f in fields(self):
@@ -397,7 +397,7 @@ class Config:
         return sorted(k for k in ours if theirs[k] != ours[k])
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Config":
+    def from_dict(cls, d: dict[str, Any]) -> Config:
         if not isinstance(d, dict):
             raise ConfigError(f"a configuration must be a mapping of settings, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}

@@ -21,9 +21,9 @@ import pyro
 import pyro.contrib.gp as gp
 import torch
 
-from ..files import append_line, write_failure, write_json
 from ..data import describe, load_dataset
 from ..errors import ConfigError
+from ..files import append_line, write_failure, write_json
 from ..inference.build import device_name
 from ..model import lie
 from ..model.scope import local_params
@@ -43,7 +43,7 @@ class SGPRConfig:
     test_size: int | None = None
     seed: int = 0
 
-    def validate(self) -> "SGPRConfig":
+    def validate(self) -> SGPRConfig:
         for name in ("inducing", "steps"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"--{name} must be a positive integer, got {getattr(self, name)}")

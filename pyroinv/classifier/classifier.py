@@ -30,8 +30,8 @@ from ..data.splits import Split
 from ..errors import ConfigError, one_line
 from ..files import load_checkpoint, save_checkpoint
 from ..inference.build import build_model, resolve_device
-from ..inference.memory import check_fits
 from ..inference.evaluate import classification_metrics, posterior_draws, predictive_log_probs
+from ..inference.memory import check_fits
 from ..inference.train import Trainer
 from ..model import lie
 from ..model.body import BODY_PATHS
@@ -152,7 +152,7 @@ class InvariantClassifier:
         body: torch.nn.Module | None = None,
         num_classes: int | None = None,
         transforms_on: str = "auto",
-    ) -> "InvariantClassifier":
+    ) -> InvariantClassifier:
         """The classifier of a whole :class:`~pyroinv.config.Config` (its data fields included, as the command line
         and the reproduction grids use it)."""
         clf = cls.__new__(cls)
@@ -206,7 +206,7 @@ class InvariantClassifier:
         callbacks: FitCallbacks | None = None,
         resume_state: dict[str, Any] | None = None,
         cuda_graph: bool | None = None,
-    ) -> "InvariantClassifier":
+    ) -> InvariantClassifier:
         """Learn ``q(W2)`` (or a point ``W2``), the body and ``eta`` jointly on ``(x, y)``.
 
         Args:
@@ -408,7 +408,7 @@ class InvariantClassifier:
     @classmethod
     def load(
         cls, path: str | os.PathLike, body: torch.nn.Module | None = None, device: str = "cpu"
-    ) -> "InvariantClassifier":
+    ) -> InvariantClassifier:
         """A classifier written by :meth:`save`; ``body``: a module of the same architecture as the saved one's (its
         weights are replaced by the saved ones)."""
         saved = _read_file(Path(path), "saved classifier")

@@ -15,9 +15,9 @@ import sys
 from typing import Any
 
 from ..errors import PyroinvError
-from ..model.methods import method
 from ..inference.train import Trainer
 from ..model import lie
+from ..model.methods import method
 
 log = logging.getLogger("pyroinv")
 

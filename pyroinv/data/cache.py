@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -74,8 +74,8 @@ def convert_once(
     cache_name: str,
     data_root: str | os.PathLike | None,
     download: bool | None,
-    from_root: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
-    from_download: Callable[[Path, list[str]], "dict[str, np.ndarray] | None"],
+    from_root: Callable[[Path, list[str]], dict[str, np.ndarray] | None],
+    from_download: Callable[[Path, list[str]], dict[str, np.ndarray] | None],
     offline: Source | None,
     missing: Callable[[list[str]], str],
     check: Callable[[dict[str, np.ndarray]], None] | None = None,

@@ -8,7 +8,7 @@ name ending in ``.npz`` is a user file (see :mod:`pyroinv.data.user_npz`).
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import ConfigError, DataError
 from .cache import resolve_cache_dir

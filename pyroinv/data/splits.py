@@ -50,7 +50,7 @@ class Split:
         xt = xt.float() / 255.0 if xt.dtype == torch.uint8 else xt.float()
         return xt.to(device), torch.as_tensor(y, dtype=torch.long).to(device)
 
-    def hold_out(self, valid_size: int, seed: int = 0) -> "Split":
+    def hold_out(self, valid_size: int, seed: int = 0) -> Split:
         """``valid_size`` class-balanced training examples moved to a validation set, the rest kept for training.
 
         The validation images depend on ``seed`` and ``valid_size`` only, not on a later ``subset``'s training
@@ -75,7 +75,7 @@ class Split:
             y_valid=self.y_train[valid],
         )
 
-    def subset(self, train_size: int | None = None, test_size: int | None = None, seed: int = 0) -> "Split":
+    def subset(self, train_size: int | None = None, test_size: int | None = None, seed: int = 0) -> Split:
         """A class-balanced, seeded subset of the training (and optionally test) set."""
         out = self
         if train_size is not None and train_size < len(self.y_train):

@@ -20,10 +20,10 @@ import json
 import subprocess
 import sys
 
-from .train import EXIT_USAGE, OneLineParser, pos_int
 from pyroinv.config import GUIDES
 from pyroinv.model.registry import NETWORKS
 
+from .train import EXIT_USAGE, OneLineParser, pos_int
 
 #: the networks with the weight-space paths the main table compares (naive, pyroinv, input-aug, floor)
 WEIGHT_SPACE = ("relu", "rff")
@@ -596,8 +596,8 @@ def main(argv=None) -> int:
     if args.quick:
         args.hidden, args.samples, args.batches, args.eval_batches = 64, 4, [16], [50]
         args.n_test, args.repeats = 200, 2
-    from pyroinv.inference.build import resolve_device
     from pyroinv.errors import ConfigError
+    from pyroinv.inference.build import resolve_device
 
     try:
         args.device = resolve_device(args.device).type

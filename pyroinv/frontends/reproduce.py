@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from .train import OneLineParser
-from ..paths import project_root
 from ..errors import PyroinvError
+from ..paths import project_root
 from ..reproduce.estimate import Measured, backtest, backtest_summary, duration, estimate_seconds, measured, summary
 from ..reproduce.grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
 from ..reproduce.kept import keep
 from ..reproduce.runner import DaskRunner, Job, cuda_devices, parse_resources
+from .train import OneLineParser
 
 ROOT = project_root()
 #: cells trained at once on each GPU by default (a whole step at batch 128 is launch-bound: one cell leaves the

@@ -20,13 +20,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from .train import OneLineParser
 from ..config import Config
 from ..reproduce import grids
 from ..reproduce.runner import DaskRunner, Job, results
+from .train import OneLineParser
 
 SWEEP_PROTOCOL = "paper-sweep"
 

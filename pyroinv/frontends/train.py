@@ -9,13 +9,13 @@ import argparse
 import logging
 import math
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ..config import DEVICES, Config, flag
-from ..model.lie import SAMPLINGS
 from ..errors import PyroinvError
+from ..model.lie import SAMPLINGS
 from ..run.runtime import keep_freed_memory, subnormals_flushed
 
 EXIT_USAGE = 2

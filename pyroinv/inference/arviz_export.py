@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from ..model import lie
-from .evaluate import PosteriorPredictive, per_draw_log_probs, posterior_draws
 from ..model.invariance import Invariance
+from .evaluate import PosteriorPredictive, per_draw_log_probs, posterior_draws
 
 SUMMARY_TEST_POINTS = 5
 

@@ -30,16 +30,15 @@ import resource
 import statistics
 import time
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
-from ..model.precision import PRODUCT_DTYPES, mm, set_product_dtype
-
 from ..model import lie
-from ..model.invariance import Invariance
 from ..model.bnn import mc_log_predictive
+from ..model.invariance import Invariance
 from ..model.networks import InvariantFeatures
+from ..model.precision import PRODUCT_DTYPES, mm, set_product_dtype
 from ..model.warp import warp_images
 
 PATHS = ("naive", "input-aug", "pyroinv", "floor")

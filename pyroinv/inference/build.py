@@ -8,20 +8,19 @@ import pyro.infer
 import torch
 from pyro.nn import PyroModule
 
-from ..model import lie
 from ..config import Config
 from ..errors import ConfigError
-from ..model import kernels
-from ..model.estimators import ELBOS
-from .device_elbo import DeviceTrace_ELBO
-from ..model.guides import ClassCholeskyGuide
-from ..model.invariance import Invariance
-from ..model.registry import FeatureSettings, build_features
-from ..model.scope import local_params
-from ..model.methods import method
+from ..model import kernels, lie
 from ..model.bnn import InvariantBNN
 from ..model.body import BodyFeatures
+from ..model.estimators import ELBOS
+from ..model.guides import ClassCholeskyGuide
+from ..model.invariance import Invariance
+from ..model.methods import method
 from ..model.precision import resolve_precision, set_product_dtype
+from ..model.registry import FeatureSettings, build_features
+from ..model.scope import local_params
+from .device_elbo import DeviceTrace_ELBO
 
 
 def initial_eta(cfg: Config, image_size: int | None) -> list[float]:

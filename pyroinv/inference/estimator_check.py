@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from .build import build_loss, build_model
 from ..config import Config
 from ..model.estimators import ESTIMATORS
 from ..model.methods import method
+from .build import build_loss, build_model
 
 #: parameter groups reported: name in the loss module -> label
 GROUPS = {

@@ -23,8 +23,8 @@ from __future__ import annotations
 import torch
 
 from ..config import Config
-from ..model.objectives import LAPLACE
 from ..model.methods import method
+from ..model.objectives import LAPLACE
 from ..model.scope import local_params
 from .build import build_loss
 from .laplace import LaplaceEtaGradient

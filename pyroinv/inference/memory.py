@@ -35,8 +35,8 @@ import torch
 from ..config import Config
 from ..errors import ConfigError
 from ..model.estimators import num_draws
-from ..model.registry import FeatureSettings, network
 from ..model.methods import method
+from ..model.registry import FeatureSettings, network
 
 FLOAT = 4
 #: temporaries of a step, in copies of each term (fitted; see the module docstring). C_CHOLESKY was 3.4 when every

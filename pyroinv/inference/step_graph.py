@@ -25,7 +25,8 @@ on a GPU with a real graph. Where recording fails (an operation that cannot be r
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import torch
 

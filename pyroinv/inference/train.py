@@ -17,21 +17,21 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pyro
 import torch
 from pyro.poutine.messenger import Messenger
 
-from .build import build_model, resolve_device
-from ..model.precision import resolve_precision
-from .losses import MethodLoss, method_loss
 from ..config import Config
-from ..errors import ConfigError
 from ..data.splits import Split
+from ..errors import ConfigError
 from ..model.methods import method
+from ..model.precision import resolve_precision
 from ..model.scope import local_params
+from .build import build_model, resolve_device
 from .evaluate import inactive_units
+from .losses import MethodLoss, method_loss
 from .step_graph import CudaGraph, GraphedStep, Recorder, enabled_by_environment
 
 log = logging.getLogger("pyroinv")

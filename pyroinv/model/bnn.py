@@ -27,18 +27,18 @@ whether ``E_q`` is estimated with one ``W2`` draw per batch or per example
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from .scope import PyroinvModule
 
 from ..errors import ConfigError
 from .estimators import ESTIMATORS, num_draws, w2_plates
 from .networks import InvariantFeatures
 from .priors import IsotropicNormal
+from .scope import PyroinvModule
 
 PRIORS = ("normal", "flat")
 #: examples whose features are computed at once when the model predicts outside autograd

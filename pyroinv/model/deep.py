@@ -31,12 +31,11 @@ import torch.nn.functional as F
 from pyro.nn import PyroModule
 
 from ..errors import ConfigError
+from .input_features import transformed_inputs
 from .invariance import Invariance
 from .networks import InvariantFeatures
-from .scope import PyroinvModule, local_params
-from .input_features import transformed_inputs
 from .precision import products_in
-
+from .scope import PyroinvModule, local_params
 
 #: the CNN's two convolutions' channels by default (``--channels``)
 CNN_CHANNELS = (16, 32)

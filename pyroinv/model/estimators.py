@@ -25,7 +25,7 @@ is then the mean over the M draws, an unbiased estimate of ``-KL`` (exact under
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyro
 import pyro.poutine as poutine

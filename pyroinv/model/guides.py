@@ -26,13 +26,12 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from torch.distributions.utils import _standard_normal
 from pyro.nn import PyroParam
-
-from .scope import PyroinvModule
+from torch.distributions.utils import _standard_normal
 
 from . import kernels
 from .estimators import num_draws, w2_plates
+from .scope import PyroinvModule
 
 
 class CholeskyMVN(dist.MultivariateNormal):
@@ -56,7 +55,7 @@ class CholeskyMVN(dist.MultivariateNormal):
         eps = _standard_normal(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + kernels.scaled_noise(self._unbroadcasted_scale_tril, eps)
 
-    def expand(self, batch_shape: torch.Size, _instance: "CholeskyMVN | None" = None) -> "CholeskyMVN":
+    def expand(self, batch_shape: torch.Size, _instance: CholeskyMVN | None = None) -> CholeskyMVN:
         new = super().expand(batch_shape, _instance=self.__new__(type(self)) if _instance is None else _instance)
         new.scale_diag = self.scale_diag
         return new

@@ -11,13 +11,12 @@ import math
 
 import torch
 from pyro.distributions import constraints
-from torch.distributions import biject_to
 from pyro.nn import PyroParam
+from torch.distributions import biject_to
 
-from .scope import PyroinvModule
-
-from . import lie
 from ..errors import ConfigError
+from . import lie
+from .scope import PyroinvModule
 
 CONSTRAINTS = ("none", "softplus", "tanh")
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import warnings
 
-
 import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch

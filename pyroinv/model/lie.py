@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -60,7 +60,7 @@ def apply_ties(values: torch.Tensor, preset: str) -> torch.Tensor:
     return values.index_select(-1, index_tensor(tuple(index), values.device))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def index_tensor(index: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """``torch.tensor(index)`` on ``device``, made once: indexing a device tensor with a Python list copies the list
     to the device at every call, and that copy waits for the device."""
@@ -76,7 +76,7 @@ def generators(dtype: torch.dtype = torch.float32, device: torch.device | str | 
     return _generators(dtype, torch.device(device) if device is not None else torch.device("cpu")).clone()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _generators(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """One read-only copy per dtype and device (built once: ten small writes are ten kernel launches on a GPU)."""
     G = torch.zeros(6, 3, 3, dtype=dtype, device=device)

@@ -19,12 +19,13 @@ the weights and ``eta`` climb. Nothing else in the package branches on the metho
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from pyro.nn import PyroModule
 
 from ..errors import ConfigError
+from . import objectives
 from .autoguides import AutoW2Guide
 from .guides import ClassCholeskyGuide, PointGuide
-from . import objectives
 from .objectives import Objective
 
 POSTERIORS = ("gaussian", "point")

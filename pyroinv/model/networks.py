@@ -26,12 +26,12 @@ import math
 
 import torch
 import torch.nn as nn
-from .scope import PyroinvModule
 
 from ..errors import ConfigError
-from .invariance import Invariance
 from . import kernels
+from .invariance import Invariance
 from .precision import mm
+from .scope import PyroinvModule
 from .warp import gaussian_blur, jacobian, warp_coordinate_weights, warp_weight_bank
 
 #: the activations of the shallow network (the networks themselves are :data:`pyroinv.model.registry.NETWORKS`)

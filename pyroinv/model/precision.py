@@ -16,8 +16,8 @@ the activations, ``q(W2)``, the KL, the log-likelihood, the Laplace curvature, `
 from __future__ import annotations
 
 import contextlib
-from functools import lru_cache
-from typing import Iterator
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -28,7 +28,7 @@ PRECISIONS = ("fp32", "bf16", "auto")
 PRODUCT_DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cpu_flags() -> frozenset[str]:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -19,8 +19,8 @@ name       feature map                                                          
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch.nn as nn
 

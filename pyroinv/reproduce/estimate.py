@@ -21,15 +21,16 @@ import dataclasses
 import functools
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..config import Config
 from ..data.registry import num_train
 from ..errors import DataError
-from ..inference.train import run_length
 from ..files import read_json
+from ..inference.train import run_length
 from .kept import kept_root
 
 #: the settings that decide what a training step computes (a cell's cost); ``transforms`` stands for

@@ -29,13 +29,14 @@ translation at ±0.5 px, scale at ×exp(±0.05), affine at all of these and shea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from ..config import Config
 from ..errors import ConfigError
-from ..model.methods import method
 from ..model import lie
+from ..model.methods import method
 from ..model.registry import NETWORKS
 from . import paper
 
@@ -297,7 +298,7 @@ def efficiency_cell(kind: str, dataset: str, label: str, size: int) -> Cell:
     return Cell(base.script, _frozen({**dict(base.settings), **more}), kind)
 
 
-def _efficiency(key: str, title: str, sizes: tuple[int, ...]) -> "Table":
+def _efficiency(key: str, title: str, sizes: tuple[int, ...]) -> Table:
     """The data-efficiency grid at ``sizes``: a row per (size, network, method), each a point of the curve of its
     network and method."""
     rows: dict[str, dict[str, Cell]] = {}

@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 from .. import settings
-from ..paths import project_root
 from ..files import read_jsonl, write_bytes
+from ..paths import project_root
 from ..run.folder import CONFIG, META, METRICS, RESULTS
 
 ROOT = project_root()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..data.registry import num_classes
 from ..errors import DataError

@@ -27,9 +27,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import Config
 from ..errors import ConfigError, PyroinvError, one_line
@@ -262,7 +263,7 @@ class _Schedule:
 
     def __init__(
         self,
-        runner: "DaskRunner",
+        runner: DaskRunner,
         todo: list[Job],
         report: Callable[[str], None],
         minutes: float | None,
@@ -407,7 +408,7 @@ class DaskRunner:
         self.client = None
         self._cluster = None
 
-    def __enter__(self) -> "DaskRunner":
+    def __enter__(self) -> DaskRunner:
         Client, LocalCluster = _distributed()
 
         if self.scheduler:

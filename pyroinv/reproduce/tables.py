@@ -8,8 +8,8 @@ markers, so the rest of the file is left as it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ..files import read_jsonl, write_bytes
 from ..run.fit_check import CHANCE_FRACTION

@@ -8,12 +8,12 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
-from ..model import lie
-from ..inference.build import resolve_device
 from ..data import load_dataset
+from ..errors import ConfigError
+from ..inference.build import resolve_device
 from ..inference.evaluate import elbo_per_datapoint, inactive_units, most_confused, posterior_predictive
 from ..inference.laplace_layers import laplace_evidences
+from ..model import lie
 from .folder import RunFolder, load_run
 
 

@@ -12,33 +12,34 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
 import logging
 import math
 import signal
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from ..model import lie
 from ..classifier import FitCallbacks, InvariantClassifier, TrainingDiverged  # noqa: F401 (its error, re-exported)
 from ..classifier.classifier import CheckpointMismatch
-from ..inference.build import device_name, resolve_device
 from ..config import Config
 from ..data import describe, load_dataset
 from ..errors import ConfigError, PyroinvError
+from ..files import append_line, write_failure
+from ..inference.build import device_name, resolve_device
 from ..inference.evaluate import elbo_per_datapoint, inactive_units, posterior_predictive
 from ..inference.laplace_layers import laplace_evidences
+from ..inference.train import Trainer
+from ..model import lie
+from ..model.autoguides import AutoW2Guide
 from ..model.methods import method
-from ..files import append_line, write_failure
+from ..model.precision import native_bf16
 from .fit_check import chance_fit_warning
 from .folder import CHECKPOINT, CONFIG, DONE, FOREIGN, METRICS, RESUMABLE, UNSTARTED, RunFolder, RunResults
 from .lock import RunLock
-from ..inference.train import Trainer
-from ..model.autoguides import AutoW2Guide
-from ..model.precision import native_bf16
 
 log = logging.getLogger("pyroinv")
 
@@ -82,7 +83,7 @@ class StopSignals:
     def ignore(self) -> None:
         self._finishing = None
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
         return self
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from ..files import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes, write_json
 from ..config import Config
 from ..errors import ConfigError
+from ..files import load_latest_checkpoint, read_config, read_json, read_jsonl, save_checkpoint, write_bytes, write_json
 
 CONFIG, META, METRICS, RESULTS = "config.json", "meta.json", "metrics.jsonl", "results.json"
 CHECKPOINT = "checkpoint.pt"

@@ -133,7 +133,7 @@ class RunLock:
         self.owned = False
         self._created: Path | None = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         if self.folder.exists() and not self.folder.is_dir():
             return self  # the run's own checks name this (a file, not a folder); nothing to lock
         record = holder(self.folder)

@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import torch
 
 from ..config import Config
 from ..data import load_dataset
-from ..inference.laplace import averaged_features as model_averaged_features, laplace_log_evidence
-from ..inference.train import Trainer
 from ..inference.arviz_export import import_arviz
+from ..inference.laplace import averaged_features as model_averaged_features
+from ..inference.laplace import laplace_log_evidence
+from ..inference.train import Trainer
 
 
 @dataclass

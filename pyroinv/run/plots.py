@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
+import torch  # noqa: E402
 from matplotlib import colormaps
 from matplotlib.figure import Figure  # figures without pyplot: no backend is chosen, notebooks are left alone
 from matplotlib.lines import Line2D
-import torch  # noqa: E402
 
-from ..model import lie  # noqa: E402
 from ..files import atomic_path  # noqa: E402
+from ..model import lie  # noqa: E402
 
 HUMAN_LABELS = {
     "rotation_deg": "rotation η₃ (± degrees)",

@@ -19,8 +19,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 
