@@ -1,4 +1,4 @@
-"""The package's switches in one place, as ``pyro.settings`` holds Pyro's.
+"""The package's switches in one place, as ``pyro.settings`` holds Pyro's::
 
     import pyroinv.settings
     pyroinv.settings.get()                      # every setting and its value now

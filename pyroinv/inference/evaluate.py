@@ -2,7 +2,7 @@
 
 The posterior predictive averages probabilities over L draws ``W2 ~ q`` and S
 transforms (one set of transforms, drawn once, so the warped weight bank is
-computed once for the whole data set):
+computed once for the whole data set)::
 
     p(y | x) ~= (1 / L) sum_l f_hat(x; W2^(l))_y,   f_hat the transform average of ``model.average``.
 

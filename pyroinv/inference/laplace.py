@@ -2,12 +2,12 @@
 
 With the logits averaged over the transforms (Appendix A), ``f(x) = W2 phi_bar(x)`` is linear in ``W2``, so the
 Hessian of the negative log-likelihood in ``vec(W2)`` (``K x D``, row-major) is exactly the generalised
-Gauss-Newton (GGN) matrix
+Gauss-Newton (GGN) matrix::
 
     H_lik = sum_n Lambda_n (x) phi_bar_n phi_bar_n^T,     Lambda_n = diag(p_n) - p_n p_n^T,
 
 and with the prior ``W2 ~ N(0, alpha I)`` the posterior precision is ``P = H_lik + I / alpha``. The Laplace
-approximation at the mode ``W2_hat`` is
+approximation at the mode ``W2_hat`` is::
 
     log p(D | eta) ~ log p(D | W2_hat) - ||W2_hat||^2 / (2 alpha) - 1/2 log det(alpha P).
 
@@ -22,7 +22,7 @@ Learning ``eta`` (:class:`LaplaceEtaGradient`): as in LILA, the weights (``W2_ha
 joint and ``eta`` the Laplace evidence at the current weights, which are held fixed in its gradient (no implicit
 differentiation of the mode). The curvature is refreshed at an interval on (a subset of) the training set, without
 autograd, and between refreshes ``eta``'s gradient of ``-1/2 log det(alpha P)`` is the first-order one at the
-refresh, taken through the training batch's own features:
+refresh, taken through the training batch's own features::
 
     d log det P = tr(M_A dA) + tr(M_G dG),
     M_A = U diag(sum_i (g_i / N) / (g_i a_j / N + 1/alpha)) U^T,  M_G = V diag(sum_j (a_j / N) / (...)) V^T,
@@ -184,7 +184,7 @@ def importance_log_evidence(
     batch: int = 25,
 ) -> dict[str, float]:
     """``log p(D | eta)`` by importance sampling, the Laplace posterior ``N(W2_hat, P^-1)`` (exact ``P``) as the
-    proposal: a check of the Laplace estimate that does not assume the posterior is Gaussian,
+    proposal: a check of the Laplace estimate that does not assume the posterior is Gaussian::
 
         log p(D | eta) >=~ log (1/M) sum_m p(D | W_m) p(W_m) / N(W_m; W2_hat, P^-1),   W_m ~ N(W2_hat, P^-1),
 
@@ -299,7 +299,7 @@ def kron_occam_factors(
     precision: float = 1.0,
 ) -> KronOccam:
     """``log det(P / delta) = sum_ij log(1 + g_i a_j / (N delta))`` for ``P = G (x) A / N + delta I`` and its
-    first-order gradients ``d log det = tr(M_A dA) + tr(M_G dG)``,
+    first-order gradients ``d log det = tr(M_A dA) + tr(M_G dG)``::
 
         M_A = U diag(sum_i (g_i / N) / (g_i a_j / N + delta)) U^T,  M_G = V diag(sum_j (a_j / N) / (...)) V^T.
 

@@ -9,7 +9,7 @@ As GPyTorch's ``VariationalELBO(likelihood, model, num_data)`` is the loss of a 
   for a Gaussian ``q(W2)``; for a point guide the same estimator is ``-log joint`` (MAP), ``-log-likelihood``
   (maximum likelihood) or Augerino's ``-(log-likelihood + width reward)``. ``eta`` takes the loss's gradient.
 * :class:`LaplaceEvidenceLoss` (``--inference laplace``): the weights on ``-log joint`` (plus the body's prior
-  where the evidence covers every layer), and ``eta`` on the Laplace evidence,
+  where the evidence covers every layer), and ``eta`` on the Laplace evidence::
 
       log p(D | eta) ~ log p(D, W_hat | eta) - 1/2 log det(alpha P),
 

@@ -3,7 +3,7 @@
 Paper §3.6-3.7 and Appendix A. The paper writes the Monte-Carlo average over the S transforms
 ``T_i ~ p_eta(T)`` in two ways, both available here (``average``):
 
-* ``"probs"`` (main text, eq. (f-estimate)): average the *probabilities*,
+* ``"probs"`` (main text, eq. (f-estimate)): average the *probabilities*::
 
       log f_hat(x)_y = log (1/S) sum_i softmax(W2 phi(W1 T_i x))_y
                      = logsumexp_i log_softmax(W2 phi(W1 T_i x))_y - log S;
@@ -14,7 +14,7 @@ Paper §3.6-3.7 and Appendix A. The paper writes the Monte-Carlo average over th
   gave the better bound, accuracy and invariance (docs/RESULTS.md).
 
 The observations sit in a subsampled ``pyro.plate("data", N)`` so Pyro scales the log-likelihood by
-N/M (the SGVB estimate). With a guide ``q(W2)`` the ELBO is
+N/M (the SGVB estimate). With a guide ``q(W2)`` the ELBO is::
 
     L = E_q[ sum_n log f_hat(x_n)_{y_n} ] - KL(q(W2) || p(W2))  <=  log p(D | eta)
 

@@ -1,7 +1,7 @@
 """A user's own network as the body of the invariant model: any ``nn.Module`` from inputs to features.
 
 The invariant features of a body ``g`` (inputs ``(B, C, H, W)``, or ``(B, 2)`` for 2-D data, to ``(B, F)``) are its
-features under each of the S transforms, a constant 1 appended for the output bias,
+features under each of the S transforms, a constant 1 appended for the output bias::
 
     phi_i(x) = [g(T_i x), 1],   i = 1..S,   shape (S, B, F + 1),
 

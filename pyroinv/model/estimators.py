@@ -1,6 +1,6 @@
 """How the expected log-likelihood of the ELBO is estimated: one ``W2`` draw per batch or per example.
 
-The bound (paper §3.6-3.7, Appendix A) is, for a minibatch of M of the N points,
+The bound (paper §3.6-3.7, Appendix A) is, for a minibatch of M of the N points::
 
     L = (N / M) sum_b E_q[ log p(y_b | x_b, W2) ] - KL(q(W2) || p(W2)).
 

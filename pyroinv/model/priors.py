@@ -3,7 +3,7 @@
 :class:`IsotropicNormal` is a ``MultivariateNormal`` with ``scale_tril = sqrt(alpha) I``
 whose ``log_prob`` costs O(D) instead of a triangular solve. The KL from a
 full-covariance Gaussian ``q = N(mu, L L^T)`` is registered with
-:func:`torch.distributions.kl.register_kl` at O(D^2) cost:
+:func:`torch.distributions.kl.register_kl` at O(D^2) cost::
 
     KL(q || p) = 1/2 [ (||L||_F^2 + ||mu||^2) / alpha - D + D log alpha - 2 sum_i log |L_ii| ]
 
