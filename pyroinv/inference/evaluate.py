@@ -4,7 +4,7 @@ The posterior predictive averages probabilities over L draws ``W2 ~ q`` and S
 transforms (one set of transforms, drawn once, so the warped weight bank is
 computed once for the whole data set)::
 
-    p(y | x) ~= (1 / L) sum_l f_hat(x; W2^(l))_y,   f_hat the transform average of ``model.average``.
+    p(y | x) ~= (1 / L) sum_l f_hat(x; W2^(l))_y,   f_hat the transform average of model.average.
 
 :func:`posterior_predictive` makes the one pass over the test set; the test metrics of a run and its
 ArviZ file (:mod:`pyroinv.inference.arviz_export`) are both read off its result.
