@@ -206,7 +206,7 @@ def read_config(path: Path) -> dict[str, Any]:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Metric records of a JSON-lines file: a torn last line (a kill mid-write) or any line that is not a
     record with an integer ``step`` is skipped."""
-    out = []
+    out: list[dict[str, Any]] = []
     if not Path(path).exists():
         return out
     for line in Path(path).read_text(errors="replace").splitlines():

@@ -145,7 +145,7 @@ def _run_sgpr(cfg: SGPRConfig, out: Path, data_root: str | None, cache_dir: str 
                     "step": step,
                     "bound_per_datapoint": bound,
                     "lengthscale": model.kernel.lengthscale.item(),
-                    "noise": model.noise.item(),
+                    "noise": model.noise.item(),  # type: ignore[attr-defined]  # pyro types it PyroParam
                     "wall_time_s": time.perf_counter() - t0,
                 }
                 append_line(log, out / "metrics.jsonl", json.dumps(rec) + "\n")
@@ -183,7 +183,7 @@ def _run_sgpr(cfg: SGPRConfig, out: Path, data_root: str | None, cache_dir: str 
                 "sgpr_bound_per_datapoint": -loss.item() / (x.shape[0] * n_outputs),
                 "inducing": cfg.inducing,
                 "lengthscale": model.kernel.lengthscale.item(),
-                "noise": model.noise.item(),
+                "noise": model.noise.item(),  # type: ignore[attr-defined]  # pyro types it PyroParam
             },
         )
     )

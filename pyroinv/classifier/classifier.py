@@ -24,6 +24,7 @@ from typing import Any
 
 import pyro
 import torch
+from pyro.nn import PyroModule
 
 from ..config import Config
 from ..data.splits import Split
@@ -34,6 +35,7 @@ from ..inference.evaluate import classification_metrics, posterior_draws, predic
 from ..inference.memory import check_fits
 from ..inference.train import Trainer
 from ..model import lie
+from ..model.bnn import InvariantBNN
 from ..model.body import BODY_PATHS
 from ..model.scope import local_params
 from .inputs import arrays, as_tensor, input_tensor, training_split
@@ -185,7 +187,8 @@ class InvariantClassifier:
         self.valid_metrics: dict[str, float] | None = None
         self.trainer: Trainer | None = None
         self.input_shape: tuple[int, ...] | None = None
-        self._model = self._guide = None
+        self._model: InvariantBNN | None = None
+        self._guide: PyroModule | None = None
         self._device = torch.device("cpu")
 
     # ---- fitting ---------------------------------------------------------------------------------------------
@@ -309,6 +312,7 @@ class InvariantClassifier:
         """The learned (or fixed) ``eta`` of the active generators in human units, e.g. ``{"rotation_deg": 171.3}``
         (degrees, pixels, scale factors; :func:`pyroinv.model.lie.to_human`)."""
         self._require_fitted("invariance")
+        assert self._model is not None
         inv = self._model.invariance
         human = lie.to_human(inv.eta, inv.image_size)
         return {k: v for i, (k, v) in enumerate(human.items()) if i in inv.active}
@@ -316,6 +320,7 @@ class InvariantClassifier:
     def describe(self) -> str:
         """The learned invariance in words, e.g. ``rotation ±171.3°``."""
         self._require_fitted("describe")
+        assert self._model is not None
         return self._model.invariance.describe()
 
     @torch.no_grad()
@@ -323,10 +328,12 @@ class InvariantClassifier:
         """``log p(y | x, D)`` of every class, ``(N, K)``: the posterior predictive, ``draws`` draws of ``W2``
         (default ``eval_draws``) times S transforms averaged in probability."""
         self._require_fitted("predict_log_proba")
+        assert self.input_shape is not None  # set with the model
         return self._log_proba(input_tensor(x, self.input_shape, self._device), draws)
 
     @torch.no_grad()
     def _log_proba(self, xt: torch.Tensor, draws: int | None) -> torch.Tensor:
+        assert self._model is not None  # the callers require a fitted classifier
         was_training = self._model.training
         self._model.eval()
         try:
@@ -350,6 +357,7 @@ class InvariantClassifier:
         if ya is None:
             raise ConfigError("evaluate needs labels: evaluate(x, y), or a Dataset or DataLoader of pairs")
         self._require_fitted("evaluate")
+        assert self.input_shape is not None  # set with the model
         log_probs = self._log_proba(as_tensor(xa, self.input_shape, self._device), draws)
         return classification_metrics(log_probs, torch.as_tensor(ya))
 
@@ -360,6 +368,7 @@ class InvariantClassifier:
         from ..inference.arviz_export import export_data
 
         self._require_fitted("to_inference_data")
+        assert self.input_shape is not None  # set with the model
         if self.trainer is None:
             raise ConfigError(
                 "to_inference_data reads the training data of fit; a loaded classifier has none, call fit first"
@@ -390,6 +399,7 @@ class InvariantClassifier:
         """Write the fitted classifier (settings, model and guide) to ``path``; the body's architecture is not saved:
         :meth:`load` takes it again."""
         self._require_fitted("save")
+        assert self._model is not None and self._guide is not None and self.input_shape is not None
         save_checkpoint(
             Path(path),
             {
@@ -426,6 +436,7 @@ class InvariantClassifier:
         clf.input_shape = tuple(saved["input_shape"])
         clf._device = resolve_device(device)
         pyro.set_rng_seed(cfg.seed)
+        assert clf.num_classes is not None  # the saved one
         model, guide = build_model(cfg, clf.input_shape, clf.num_classes, body, clf.transforms_on, clf._device)
         try:
             model.load_state_dict(saved["model"])

@@ -9,7 +9,7 @@ rules are those of a user's ``.npz`` (:mod:`pyroinv.data.user_npz`), so every pr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -70,7 +70,11 @@ def training_split(x: Any, y: Any = None, valid: Any = None, num_classes: int | 
     K = check_classes("y", ya, num_classes)
     xv = yv = None
     if valid is not None:
-        xv, yv = arrays(*valid, key="valid") if isinstance(valid, (tuple, list)) else arrays(valid, key="valid")
+        xv, yv = (
+            arrays(*cast("tuple[Any, Any]", valid), key="valid")
+            if isinstance(valid, (tuple, list))
+            else arrays(valid, key="valid")
+        )
         if yv is None:
             raise DataError("valid needs labels: valid=(x_valid, y_valid), or a Dataset or DataLoader")
         if xv.shape[1:] != xa.shape[1:]:

@@ -53,7 +53,7 @@ def save_arrays(path: Path, **arrays: np.ndarray) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub: a ** dict might hold allow_pickle
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -112,7 +112,8 @@ def convert_once(
 
 
 def torchvision_download(cache: Path, dataset: str, tried: list[str]) -> Path | None:
-    """Download ``torchvision.datasets.<dataset>`` into ``cache/torchvision``; its root, or None (noted in ``tried``)."""
+    """Download ``torchvision.datasets.<dataset>`` into ``cache/torchvision``; its root, or None (noted in
+    ``tried``)."""
     import torchvision
 
     root = cache / "torchvision"

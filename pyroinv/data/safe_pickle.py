@@ -37,7 +37,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
             ) from None
 
 
-def safe_load(stream: BinaryIO | bytes, encoding: str = "latin1") -> Any:
+def safe_load(stream: BinaryIO | io.BufferedIOBase | bytes | bytearray, encoding: str = "latin1") -> Any:
     """Unpickle ``stream`` allowing only numpy arrays, dtypes and builtin containers."""
     if isinstance(stream, (bytes, bytearray)):
         stream = io.BytesIO(stream)

@@ -13,12 +13,14 @@
 On the CPU every path is timed in its own process, so the peak memory column is that path's own;
 on CUDA the allocator's peak is reset between paths. Every process first calls pyroinv.run.runtime.keep_freed_memory()
 (as the training scripts do) unless --default-malloc is given, and flushes subnormal floats to zero.
-"""
+"""  # noqa: E501  (the first line, whole, is the --help description)
 
 import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from pyroinv.config import GUIDES
 from pyroinv.model.registry import NETWORKS
@@ -55,7 +57,9 @@ def _measure(args) -> dict:
     if args.kind == "predictive":
         from pyroinv.inference.benchmark import predictive_function
 
-        fn = predictive_function(hidden=args.hidden, samples=args.samples, n_test=args.n_test, device=args.device)
+        fn: Callable[[], object] = predictive_function(
+            hidden=args.hidden, samples=args.samples, n_test=args.n_test, device=args.device
+        )
         seconds = time_call(fn, repeats=1, warmup=0, device=args.device)
         return {"seconds": seconds, "peak_mb": peak_memory_mb(args.device)}
     if args.kind == "pyro-svi":
@@ -82,7 +86,7 @@ def _measure(args) -> dict:
             cuda_graph=args.graph,
             precision=args.precision,
         )
-        result = {
+        result: dict[str, Any] = {
             "seconds": time_call(step, repeats=args.repeats, device=args.device),
             "peak_mb": peak_memory_mb(args.device),
         }
@@ -233,7 +237,8 @@ def memory_table(args) -> int:
         f"to after 3 training steps\n"
     )
     print(
-        "| network | H | S | B | N | inference | estimated MiB | measured MiB | error |\n|---|---|---|---|---|---|---|---|---|"
+        "| network | H | S | B | N | inference | estimated MiB | measured MiB | error |\n"
+        "|---|---|---|---|---|---|---|---|---|"
     )
     for net, hidden, samples, batch, n, inference in MEMORY_SETTINGS:
         args.hidden, args.samples = hidden, samples

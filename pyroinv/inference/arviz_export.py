@@ -91,6 +91,7 @@ def inference_data(
     if train_loglik is None:
         train_loglik, y_train, point = test_loglik, pp.y, "test_point"
     else:
+        assert y_train is not None, "train_loglik needs its labels y_train"
         point = "train_point"
     return az.from_dict(
         posterior={

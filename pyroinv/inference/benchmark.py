@@ -178,7 +178,8 @@ def pyro_svi_step_function(
     model.to(device), guide.to(device)
     x = torch.rand(batch, 1, 28, 28, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
-    svi = SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), getattr(pyro.infer, elbo)())
+    # pyro.optim makes its wrappers of torch.optim at import time, unseen by mypy
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), getattr(pyro.infer, elbo)())  # type: ignore[attr-defined]
 
     def step() -> float:
         with warnings.catch_warnings():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pyro.infer
 import torch
@@ -78,7 +79,7 @@ def build_model(
     settings = FeatureSettings(
         hidden=cfg.hidden,
         depth=cfg.depth,
-        channels=tuple(cfg.channels),
+        channels=cast("tuple[int, int]", tuple(cfg.channels)),  # --channels takes two
         activation=cfg.activation,
         blur_sigma=cfg.blur_sigma,
         rff_sigma=cfg.rff_sigma,
@@ -103,7 +104,9 @@ def build_model(
         average=cfg.average,
         estimator=m.estimator(cfg.estimator),
     )
-    guide = m.build_guide(num_classes, features.num_features, cfg.guide_init_scale, cfg.estimator, cfg.guide, cfg.alpha)
+    guide = m.build_guide(
+        num_classes, cast(int, features.num_features), cfg.guide_init_scale, cfg.estimator, cfg.guide, cfg.alpha
+    )
     return model, guide
 
 
@@ -129,7 +132,7 @@ class LocalLoss(torch.nn.Module):
             return self.elbo_module(*args, **kwargs)
 
 
-def build_loss(cfg: Config, model: InvariantBNN, guide: PyroModule) -> torch.nn.Module:
+def build_loss(cfg: Config, model: InvariantBNN, guide: torch.nn.Module) -> torch.nn.Module:
     """The loss module ``-ELBO`` of ``(model, guide)`` (``build_elbo(cfg)(model, guide)``, under the package's
     module-local parameters). Under ``Trace_ELBO`` with :mod:`~pyroinv.model.kernels` enabled, the guide's Gaussian
     ``W2`` is drawn through :class:`~pyroinv.model.kernels.CholeskyNoiseReparam` (no triangular solve; the same
@@ -141,7 +144,7 @@ def build_loss(cfg: Config, model: InvariantBNN, guide: PyroModule) -> torch.nn.
     return LocalLoss(elbo(model, guide))
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str | torch.device) -> torch.device:
     """``auto`` picks CUDA when available; ``cuda`` without CUDA is a one-line error."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -17,6 +17,8 @@ formula without the host read). A non-finite loss is caught by the trainer witho
 
 from __future__ import annotations
 
+from typing import cast
+
 import pyro
 import torch
 from pyro.infer.trace_elbo import _compute_log_r
@@ -29,14 +31,16 @@ class DeviceTrace_ELBO(pyro.infer.Trace_ELBO):
     ``loss`` and ``loss_and_grads`` are Pyro's own (they return floats by design)."""
 
     def differentiable_loss(self, model, guide, *args, **kwargs) -> torch.Tensor:
-        total = 0.0
+        total: torch.Tensor | float = 0.0
         for model_trace, guide_trace in self._get_traces(model, guide, args, kwargs):
             total = total + particle_loss(model_trace, guide_trace) / self.num_particles
-        return total
+        return cast(torch.Tensor, total)  # a tensor once a particle is added
 
 
 def particle_loss(model_trace, guide_trace) -> torch.Tensor:
     """One particle's ``-ELBO`` estimate with the surrogate's gradient (module docstring), as a tensor."""
+    elbo: torch.Tensor | float
+    surrogate: torch.Tensor | float
     elbo = surrogate = 0.0
     log_r = None
     for site in model_trace.nodes.values():
@@ -57,5 +61,6 @@ def particle_loss(model_trace, guide_trace) -> torch.Tensor:
                 log_r = _compute_log_r(model_trace, guide_trace)
             surrogate = surrogate + (log_r.sum_to(site["cond_indep_stack"]) * score_function_term).sum()
     if reparameterised:
-        return -surrogate
-    return (-elbo).detach() + (-surrogate) - (-surrogate).detach()
+        return cast(torch.Tensor, -surrogate)
+    elbo_t, surrogate_t = cast(torch.Tensor, elbo), cast(torch.Tensor, surrogate)  # a trace holds sample sites
+    return (-elbo_t).detach() + (-surrogate_t) - (-surrogate_t).detach()

@@ -69,6 +69,7 @@ def compare_estimators(
             for owner, module in (("model", model), ("guide", guide))
             for n, p in module.named_parameters()
         }
+        grads: dict[str, list[torch.Tensor]]
         losses, grads = [], {name: [] for name in GROUPS if name in params}
         torch.manual_seed(seed + 1)
         for _ in range(repeats):

@@ -167,6 +167,7 @@ def inactive_units(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) 
     for i in range(0, x.shape[0], batch_size):
         on = (model.features.apply_bank(x[i : i + batch_size], bank)[..., :-1] != 0).flatten(0, -2).any(0)
         active = on if active is None else active | on
+    assert active is not None, "no images"
     return 1.0 - active.float().mean().item()
 
 

@@ -32,7 +32,8 @@ laplace-torch (``laplace.Laplace(..., subset_of_weights="all", hessian_structure
 over the averaged features) gives the same value at fixed ``eta`` to seven digits (``tests/inference/test_laplace.py``
 checks both structures); its release cannot differentiate the evidence in ``eta`` through the curvature (LILA used
 a fork of it and of ASDL for that), so the package computes the value and the gradient itself from the formulas
-above, which also spares a run the import of laplace-torch's backends. LILA differs in two places: its prior precision is learned with ``eta`` (here ``alpha`` is the paper's fixed 1), and
+above, which also spares a run the import of laplace-torch's backends. LILA differs in two places: its prior precision
+is learned with ``eta`` (here ``alpha`` is the paper's fixed 1), and
 its Laplace covers every layer (here the output layer, the part of the network that the ELBO treats as random);
 :mod:`pyroinv.inference.laplace_layers` (``--laplace-layers all``) takes both from LILA for the body's layers.
 """
@@ -201,7 +202,7 @@ def importance_log_evidence(
     L = torch.linalg.cholesky(P)
     half_logdet = L.diagonal().log().sum()
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    log_w = []
+    log_ws: list[torch.Tensor] = []
     for start in range(0, draws, batch):
         z = torch.randn(min(batch, draws - start), K * D, generator=gen, dtype=torch.float64).to(phi.device)
         # W = W2_hat + L^-T z has covariance P^-1 (P = L L^T)
@@ -213,8 +214,8 @@ def importance_log_evidence(
         )
         log_prior = -0.5 * W.pow(2).sum((1, 2)) / alpha - 0.5 * K * D * math.log(2 * math.pi * alpha)
         log_q = -0.5 * z.pow(2).sum(1) + half_logdet - 0.5 * K * D * math.log(2 * math.pi)
-        log_w.append(loglik + log_prior - log_q)
-    log_w = torch.cat(log_w)
+        log_ws.append(loglik + log_prior - log_q)
+    log_w = torch.cat(log_ws)
     weights = torch.softmax(log_w, 0)
     estimate = torch.logsumexp(log_w, 0) - math.log(draws)
     N = phi.shape[0]
@@ -394,6 +395,7 @@ class LaplaceEtaGradient:
         """A scalar whose gradient (in the batch's averaged features ``phi``, ``(B, D)``) is that of
         ``1/2 log det(alpha P)`` at the refresh: ``(N / 2B) sum_b [phi_b^T M_A phi_b + tr(M_G Lambda_b)]``
         (``x``, the batch's inputs, is not needed here)."""
+        assert self.M_A is not None and self.M_G is not None, "refresh before the surrogate"
         p = torch.softmax(phi @ W2.detach().T, -1)
         quad_a = ((phi @ self.M_A) * phi).sum(-1)
         tr_g = (p * self.M_G.diagonal()).sum(-1) - ((p @ self.M_G) * p).sum(-1)

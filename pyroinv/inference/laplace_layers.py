@@ -32,7 +32,8 @@ with ``Lambda_n = diag(p_n) - p_n p_n^T = L_n L_n^T``, ``L_n = diag(sqrt p_n) - 
   (the back-propagated Jacobians held fixed: for ReLU layers they depend on ``eta`` only through the ReLU masks,
   piecewise constant). Without the second term the Occam factor alone would reward destroying the inputs (an
   averaged input near zero shrinks ``A_1``), since the flatter probabilities that this causes raise ``G_l``. LILA
-  differentiates the whole evidence, both factors of every layer, once an epoch after 10 burn-in epochs, with one scalar prior precision stepped by Adam from 1 (and the network with
+  differentiates the whole evidence, both factors of every layer, once an epoch after 10 burn-in epochs, with one
+  scalar prior precision stepped by Adam from 1 (and the network with
   the best evidence kept), where this module steps ``eta`` every step and sets each layer's precision to its
   fixed point at every refresh.
 
@@ -42,7 +43,7 @@ and 2-D coordinate data's homogeneous first layer are not implemented (a one-lin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -86,7 +87,10 @@ def covered_layers(features: torch.nn.Module) -> list[tuple[torch.Tensor, torch.
             "--laplace-layers all needs image inputs (the first layer's input is the adjoint-warped "
             "image); for 2-D coordinates use --laplace-layers last"
         )
-    rest = [(layer.weight, layer.bias) for layer in features.layers] if isinstance(features, DeepMLPFeatures) else []
+    rest = cast(  # nn.Linear's parameters
+        "list[tuple[torch.Tensor, torch.Tensor]]",
+        [(layer.weight, layer.bias) for layer in features.layers] if isinstance(features, DeepMLPFeatures) else [],
+    )
     return [(first.W1, first.b1)] + rest
 
 
@@ -104,7 +108,7 @@ def layer_pass(
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
     """The network's pass layer by layer: each covered layer's inputs ``(S, B, in)`` and pre-activations
     ``(S, B, out)``, and the features ``phi_bar`` ``(B, H + 1)`` averaged over the transforms."""
-    first = features.first if isinstance(features, DeepMLPFeatures) else features
+    first = cast(InvariantFeatures, features.first if isinstance(features, DeepMLPFeatures) else features)
     a = first_layer_inputs(first, x, T)
     inputs, pres = [], []
     for W, b in covered_layers(features):
@@ -191,7 +195,10 @@ class LayersLaplace(LaplaceEtaGradient):
 
     def weight_penalty(self) -> torch.Tensor:
         """``sum_l delta_l ||theta_l||^2 / 2``: the body's negative log prior (up to a constant), for the loss."""
-        return sum(0.5 * d * (W.pow(2).sum() + b.pow(2).sum()) for d, (W, b) in zip(self.precisions, self.layers))
+        return cast(
+            torch.Tensor,
+            sum(0.5 * d * (W.pow(2).sum() + b.pow(2).sum()) for d, (W, b) in zip(self.precisions, self.layers)),
+        )
 
     def refresh(self, W2: torch.Tensor) -> float:
         """Recompute every layer's curvature and prior precision at the current weights; returns (and keeps) the
@@ -211,6 +218,7 @@ class LayersLaplace(LaplaceEtaGradient):
                 precision=self.precisions[l],
                 sq_norm=float(W.detach().pow(2).sum() + b.detach().pow(2).sum()),
             )
+            assert occam.sq_norm is not None  # given above
             self.precisions[l] = occam.precision
             self.M_A_layers.append(occam.M_A.to(phi.dtype))
             self.M_G_layers.append(occam.M_G.to(phi.dtype))
@@ -227,6 +235,7 @@ class LayersLaplace(LaplaceEtaGradient):
         plus ``W2``'s surrogate; ``J_lb`` (:func:`logit_jacobians`) is held fixed, so ``G_l`` moves with ``eta``
         through the probabilities in ``Lambda_b`` (the ReLU masks give no pathwise gradient). ``phi`` (the
         training pass's features) is not used: the pass here keeps every layer's."""
+        assert self.M_A_layers is not None and self.M_G_layers is not None, "refresh before the surrogate"
         inputs, pres, phi_bar = layer_pass(self.model.features, x, self.model.sample_transforms())
         logits = phi_bar @ W2.detach().T
         p = torch.softmax(logits, -1)

@@ -20,9 +20,13 @@ As GPyTorch's ``VariationalELBO(likelihood, model, num_data)`` is the loss of a 
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
+from pyro.nn import PyroModule
 
 from ..config import Config
+from ..model.bnn import InvariantBNN
 from ..model.methods import method
 from ..model.objectives import LAPLACE
 from ..model.scope import local_params
@@ -34,7 +38,7 @@ from .laplace_layers import LayersLaplace
 class MethodLoss(torch.nn.Module):
     """``-objective`` of ``(model, guide)`` on a batch ``(x, y)`` of a data set of ``num_data`` examples."""
 
-    def __init__(self, cfg: Config, model: torch.nn.Module, guide: torch.nn.Module) -> None:
+    def __init__(self, cfg: Config, model: InvariantBNN, guide: PyroModule) -> None:
         super().__init__()
         self.elbo = build_loss(cfg, model, guide)
 
@@ -75,9 +79,7 @@ class LaplaceEvidenceLoss(MethodLoss):
         x, y: the training set (the curvature's data).
     """
 
-    def __init__(
-        self, cfg: Config, model: torch.nn.Module, guide: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
-    ) -> None:
+    def __init__(self, cfg: Config, model: InvariantBNN, guide: PyroModule, x: torch.Tensor, y: torch.Tensor) -> None:
         super().__init__(cfg, model, guide)
         scope = LayersLaplace if cfg.laplace_layers == "all" else LaplaceEtaGradient
         with local_params():
@@ -104,7 +106,10 @@ class LaplaceEvidenceLoss(MethodLoss):
         W2 = self.guide[0].median().detach()
         if not self.laplace.ready or step % max(steps_per_epoch, self.laplace.refresh_steps) == 0:
             self.laplace.refresh(W2)
-        surrogate = self.laplace.half_logdet_surrogate(self._x, self._features, W2)
+        # cast: forward (and the model's features hook) set them before the step asks for eta's gradient
+        surrogate = self.laplace.half_logdet_surrogate(
+            cast(torch.Tensor, self._x), cast(torch.Tensor, self._features), W2
+        )
         eta = list(self.model[0].invariance.parameters())
         return list(torch.autograd.grad(surrogate, eta, retain_graph=True, allow_unused=True))
 
@@ -123,9 +128,7 @@ class LaplaceEvidenceLoss(MethodLoss):
         self.laplace.load_state_dict(state)
 
 
-def method_loss(
-    cfg: Config, model: torch.nn.Module, guide: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
-) -> MethodLoss:
+def method_loss(cfg: Config, model: InvariantBNN, guide: PyroModule, x: torch.Tensor, y: torch.Tensor) -> MethodLoss:
     """The objective object of ``cfg.inference``: the Laplace evidence where ``eta`` climbs it and is learned, Pyro's
     ELBO otherwise."""
     if method(cfg.inference).eta_climbs is LAPLACE and model.invariance.learn:

@@ -9,7 +9,8 @@ A run holds, in float32 (4 bytes a number), with ``D`` the input size (784 for M
   parameters (``H D + H`` for the paper's ReLU network; :attr:`pyroinv.model.registry.Network.parameters`);
 * the step's temporaries: ``q``'s Cholesky factor and its gradient path (``c_L K F²``), the ``S × B × A``
   activations and their gradients (``c_a S B A``, ``A = H`` for the paper's network,
-  :attr:`pyroinv.model.registry.Network.activations` for the others), the warped images (``c_x S B D`` when the warp's adjoint is
+  :attr:`pyroinv.model.registry.Network.activations` for the others), the warped images (``c_x S B D`` when the
+  warp's adjoint is
   applied to the ``B`` inputs, ``c_x S H D`` when the ``S H`` weight images are warped, i.e. ``B ≥ H``) and the
   per-example draws of ``W₂`` (``c_d B K F``, local estimator);
 * what the framework takes on its first steps (autograd's engine, the math libraries' buffers): ``RUNTIME``.
@@ -29,6 +30,7 @@ import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -78,7 +80,7 @@ def estimate(
     F = H + 1
     gaussian = method(cfg.inference).bayesian  # a Cholesky q, else a point estimate of W2
     net = network(cfg.network)
-    body = FeatureSettings(hidden=H, depth=cfg.depth, channels=tuple(cfg.channels))
+    body = FeatureSettings(hidden=H, depth=cfg.depth, channels=cast("tuple[int, int]", tuple(cfg.channels)))
     params = (K * F * F + 2 * K * F if gaussian else K * F) + net.parameters(body, tuple(input_shape))
     image = len(input_shape) == 3
     warped = S * (B if B < H or not net.weight_space else H) * D if image else 0

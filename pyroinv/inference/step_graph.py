@@ -152,6 +152,7 @@ class GraphedStep:
                     return self.step(self.x, self.y)
             if not self._record():
                 return None
+            assert self.recorder is not None  # _record set it
         self.recorder.replay()
         return self.outputs
 

@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyro
 import torch
@@ -161,7 +162,7 @@ class Trainer:
             skip = {id(p) for p in eta}
             own.append(([p for p in self.model.features.parameters() if id(p) not in skip], self.cfg.w1_lr))
         taken = {id(p) for params, _ in own for p in params}
-        groups = [{"params": [p for p in self.loss_fn.parameters() if id(p) not in taken]}]
+        groups: list[dict[str, Any]] = [{"params": [p for p in self.loss_fn.parameters() if id(p) not in taken]}]
         for params, lr in own:
             if params:
                 groups.append({"params": params, "lr": self.cfg.lr if lr is None else lr})

@@ -20,17 +20,22 @@ The KL of the ELBO is ``KL(q || p) = -H(q) + (K D / 2) log(2 pi alpha) + (tr Cov
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
-from pyro.infer.autoguide import AutoLowRankMultivariateNormal, AutoNormal
+from pyro.infer.autoguide import AutoGuide, AutoLowRankMultivariateNormal, AutoNormal
 
 from .estimators import DRAWS_PLATE, num_draws
 from .scope import PyroinvModule, local_params
 
-AUTOGUIDES = {"autonormal": AutoNormal, "autolowrank": AutoLowRankMultivariateNormal}
+AUTOGUIDES: dict[str, Callable[..., AutoGuide]] = {
+    "autonormal": AutoNormal,
+    "autolowrank": AutoLowRankMultivariateNormal,
+}
 
 
 class AutoW2Guide(PyroinvModule):
@@ -79,7 +84,7 @@ class AutoW2Guide(PyroinvModule):
         with pyro.plate(DRAWS_PLATE, draws, dim=-2), poutine.scale(scale=1.0 / draws):
             return self.auto()["W2"]
 
-    def marginal(self) -> dist.Distribution:
+    def marginal(self) -> dist.TorchDistribution:
         """``q`` over the K·D weights, flattened: ``Normal`` (autonormal) or ``LowRankMultivariateNormal``."""
         if self.kind == "autonormal":
             loc, scale = self.auto._get_loc_and_scale("W2")
@@ -96,12 +101,12 @@ class AutoW2Guide(PyroinvModule):
         return self.auto.median()["W2"]
 
     def _mean_cov_trace(self) -> tuple[torch.Tensor, torch.Tensor]:
-        q = self.marginal()
+        q: Any = self.marginal()  # Independent(Normal) or LowRankMultivariateNormal, by kind
         if self.kind == "autonormal":
             return q.mean, q.base_dist.scale.pow(2).sum()
         return q.loc, q.cov_factor.pow(2).sum() + q.cov_diag.sum()
 
-    def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
+    def regulariser(self, prior: dist.TorchDistribution) -> torch.Tensor:
         """``KL(q || p)`` against the isotropic prior ``N(0, alpha I)`` (the module docstring's formula)."""
         mean, trace = self._mean_cov_trace()
         n, a = mean.numel(), self.alpha
@@ -118,7 +123,7 @@ class AutoW2Guide(PyroinvModule):
     def diagnostics(self) -> dict[str, float]:
         """``q_scale``: the mean marginal standard deviation of a weight (1 at the start); ``mu_norm``: ``||mu||``."""
         mean, trace = self._mean_cov_trace()
-        q = self.marginal()
+        q: Any = self.marginal()  # Independent(Normal) or LowRankMultivariateNormal, by kind
         var = q.variance if self.kind == "autonormal" else q.cov_factor.pow(2).sum(-1) + q.cov_diag
         return {"q_scale": float(var.sqrt().mean()), "mu_norm": float(mean.norm())}
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pyro
 import pyro.distributions as dist
@@ -36,7 +37,6 @@ from pyro.distributions import constraints
 
 from ..errors import ConfigError
 from .estimators import ESTIMATORS, num_draws, w2_plates
-from .networks import InvariantFeatures
 from .priors import IsotropicNormal
 from .scope import PyroinvModule
 
@@ -90,9 +90,12 @@ class InvariantBNN(PyroinvModule):
             must be built with the same (:mod:`pyroinv.model.estimators`).
     """
 
+    #: the feature map: any of the registry's (InvariantFeatures, DeepMLPFeatures, ConvFeatures) or a BodyFeatures
+    features: Any
+
     def __init__(
         self,
-        features: InvariantFeatures,
+        features: torch.nn.Module,
         num_classes: int,
         alpha: float = 1.0,
         prior: str = "normal",
@@ -128,7 +131,7 @@ class InvariantBNN(PyroinvModule):
     def invariance(self):
         return self.features.invariance
 
-    def prior(self, device: torch.device | None = None) -> dist.Distribution:
+    def prior(self, device: torch.device | None = None) -> dist.TorchDistribution:
         """``p(W2)`` with batch shape ``(K,)`` and event shape ``(D,)``."""
         K, D = self.num_classes, self.features.num_features
         if self.prior_kind == "flat":

@@ -22,6 +22,7 @@ that, called from a user's own ``SVI`` under Pyro's global parameter store, its 
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -141,7 +142,9 @@ class BodyFeatures(PyroinvModule):
                     m._pyro_context = _Context()
             self.body = body
             if self.path == "weights":
-                self.first = _WarpedLinear(body[k - 1], self.input_shape, invariance, blur_sigma)
+                assert k is not None and isinstance(body, nn.Sequential)  # what leading_linear found
+                first = cast(nn.Linear, body[k - 1])  # leading_linear's layer
+                self.first = _WarpedLinear(first, self.input_shape, invariance, blur_sigma)
                 self.rest = body[k:]
 
     #: the transforms warp the first layer's weights (``"weights"``) or the inputs

@@ -47,7 +47,7 @@ def _relu_layer(n_in: int, n_out: int, scale: float = 1.0) -> nn.Module:
     """A ``Linear`` layer (a ``PyroModule``, so its parameters reach Pyro's store under the global setting) at
     Kaiming-uniform times ``scale``, bias zero."""
     with local_params():
-        layer = PyroModule[nn.Linear](n_in, n_out)
+        layer = PyroModule[nn.Linear](n_in, n_out)  # type: ignore[call-arg, arg-type]  # pyro: type[PyroModule]
     nn.init.kaiming_uniform_(layer.weight, nonlinearity="relu")
     with torch.no_grad():
         layer.weight.mul_(scale)
@@ -160,8 +160,9 @@ class ConvFeatures(PyroinvModule):
         self.activation = activation
         c1, c2 = channels
         with local_params():
-            self.conv1 = PyroModule[nn.Conv2d](C, c1, 5, padding=2)
-            self.conv2 = PyroModule[nn.Conv2d](c1, c2, 5, padding=2)
+            # the ignores: pyro types PyroModule[M] as type[PyroModule], not as M's subclass
+            self.conv1 = PyroModule[nn.Conv2d](C, c1, 5, padding=2)  # type: ignore[call-arg, arg-type]
+            self.conv2 = PyroModule[nn.Conv2d](c1, c2, 5, padding=2)  # type: ignore[call-arg, arg-type]
         for conv in (self.conv1, self.conv2):
             nn.init.kaiming_uniform_(conv.weight, nonlinearity="relu")
             nn.init.zeros_(conv.bias)

@@ -45,7 +45,7 @@ class CholeskyMVN(dist.MultivariateNormal):
         super().__init__(loc, scale_tril=scale_tril, validate_args=validate_args)
         self.scale_diag = scale_diag
 
-    def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = torch.Size()) -> torch.Tensor:
         """``loc + L eps`` with the parent's ``eps``; ``L eps`` is one product per class
         (:func:`pyroinv.model.kernels.scaled_noise`), where the parent's broadcast ``matmul`` would copy ``L`` once
         per draw (128 copies of a ``(10, 513, 513)`` factor a step under the per-example estimator)."""
@@ -55,7 +55,9 @@ class CholeskyMVN(dist.MultivariateNormal):
         eps = _standard_normal(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + kernels.scaled_noise(self._unbroadcasted_scale_tril, eps)
 
-    def expand(self, batch_shape: torch.Size, _instance: CholeskyMVN | None = None) -> CholeskyMVN:
+    def expand(
+        self, batch_shape: torch.Size | list[int] | tuple[int, ...], _instance: CholeskyMVN | None = None
+    ) -> CholeskyMVN:
         new = super().expand(batch_shape, _instance=self.__new__(type(self)) if _instance is None else _instance)
         new.scale_diag = self.scale_diag
         return new
@@ -77,6 +79,11 @@ class ClassCholeskyGuide(PyroinvModule):
     and gradients without the solve).
     """
 
+    # PyroParams: PyroModule turns each into a constrained parameter, read back as a tensor
+    loc: torch.Tensor
+    diag: torch.Tensor
+    offdiag: torch.Tensor
+
     def __init__(
         self,
         num_classes: int,
@@ -90,11 +97,11 @@ class ClassCholeskyGuide(PyroinvModule):
         self.estimator = estimator
         self.num_classes, self.dim = num_classes, dim
         self.offdiag_scale = offdiag_scale if offdiag_scale is not None else 1.0 / math.sqrt(dim)
-        self.loc = PyroParam(torch.zeros(num_classes, dim))
-        self.diag = PyroParam(
+        self.loc = PyroParam(torch.zeros(num_classes, dim))  # type: ignore[assignment]
+        self.diag = PyroParam(  # type: ignore[assignment]
             torch.full((num_classes, dim), float(init_scale)), constraint=constraints.softplus_positive
         )
-        self.offdiag = PyroParam(torch.zeros(num_classes, dim, dim))
+        self.offdiag = PyroParam(torch.zeros(num_classes, dim, dim))  # type: ignore[assignment]
         # strictly-lower mask times the 1/sqrt(D) factor (a multiply is much faster than torch.tril on CPU)
         self.register_buffer(
             "_lower", torch.tril(torch.ones(dim, dim), diagonal=-1) * self.offdiag_scale, persistent=False
@@ -129,7 +136,7 @@ class ClassCholeskyGuide(PyroinvModule):
         """``mu``, ``(K, D)``: q's mean (and median), as Pyro's AutoGuides' ``median()``."""
         return self.loc
 
-    def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
+    def regulariser(self, prior: dist.TorchDistribution) -> torch.Tensor:
         """``KL(q || p)`` summed over classes: what the ELBO subtracts from the expected log-likelihood."""
         return torch.distributions.kl_divergence(self.distribution(), prior).sum()
 
@@ -148,10 +155,12 @@ class ClassCholeskyGuide(PyroinvModule):
 class PointGuide(PyroinvModule):
     """``q(W2) = Delta(W2_hat)``: a point estimate, initialised at zero like ``mu``."""
 
+    W2_hat: torch.Tensor  # a PyroParam, read back as a tensor
+
     def __init__(self, num_classes: int, dim: int) -> None:
         super().__init__()
         self.num_classes, self.dim = num_classes, dim
-        self.W2_hat = PyroParam(torch.zeros(num_classes, dim))
+        self.W2_hat = PyroParam(torch.zeros(num_classes, dim))  # type: ignore[assignment]
 
     def forward(self, *args, **kwargs) -> torch.Tensor:
         with w2_plates(self.num_classes):
@@ -166,7 +175,7 @@ class PointGuide(PyroinvModule):
         """``W2_hat``, ``(K, D)``, as Pyro's AutoGuides' ``median()``."""
         return self.W2_hat
 
-    def regulariser(self, prior: dist.Distribution) -> torch.Tensor:
+    def regulariser(self, prior: dist.TorchDistribution) -> torch.Tensor:
         """``-log p(W2_hat)``: the MAP penalty (zero under the flat prior of maximum likelihood)."""
         return -prior.log_prob(self.W2_hat).sum()
 

@@ -8,11 +8,13 @@ of a preset as a Pyro parameter (or a fixed buffer) and draws the S transforms
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from pyro.distributions import constraints
 from pyro.nn import PyroParam
 from torch.distributions import biject_to
+from torch.distributions.constraints import Constraint
 
 from ..errors import ConfigError
 from . import lie
@@ -35,6 +37,8 @@ class Invariance(PyroinvModule):
             ``"tanh"`` (each eta in (-pi, pi) through a scaled sigmoid/tanh; Appendix E).
         image_size: width of the images in pixels, for human units (None for 2-D data).
     """
+
+    eta_active: torch.Tensor  # a PyroParam when learned (read back as a tensor), else a buffer
 
     def __init__(
         self,
@@ -65,13 +69,17 @@ class Invariance(PyroinvModule):
                 f"start below it or use constraint='none'"
             )
         if self.learn:
-            c = {
-                "none": constraints.real,
-                "softplus": constraints.softplus_positive,
-                "tanh": constraints.interval(-math.pi, math.pi),
-            }[constraint]
+            # cast: pyro's softplus_positive subclasses type(positive), which mypy cannot follow
+            c = cast(
+                Constraint,
+                {
+                    "none": constraints.real,
+                    "softplus": constraints.softplus_positive,
+                    "tanh": constraints.interval(-math.pi, math.pi),
+                }[constraint],
+            )
             self._constraint = c
-            self.eta_active = PyroParam(eta0, constraint=c)
+            self.eta_active = PyroParam(eta0, constraint=c)  # type: ignore[assignment]
         else:
             self.register_buffer("eta_active", eta0)
 

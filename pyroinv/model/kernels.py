@@ -31,7 +31,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
 import torch.nn.functional as F
-from pyro.infer.reparam.reparam import Reparam
+from pyro.infer.reparam.reparam import Reparam, ReparamMessage, ReparamResult
 
 from .. import settings
 
@@ -164,10 +164,12 @@ class CholeskyNoiseReparam(Reparam):
     observed one, or one that is not a ``MultivariateNormal``, e.g. a point guide's ``Delta``) pass unchanged.
     """
 
-    def apply(self, msg: dict) -> dict:
+    def apply(self, msg: ReparamMessage) -> ReparamResult:
         fn = msg["fn"]
         if msg["is_observed"] or not isinstance(fn, torch.distributions.MultivariateNormal):
-            return {"fn": fn, "value": msg["value"], "is_observed": msg["is_observed"]}  # e.g. a point guide's Delta
+            # e.g. a point guide's Delta, passed on as it came (pyro's ReparamMessage allows is_observed None, its
+            # ReparamResult not: the ignore)
+            return {"fn": fn, "value": msg["value"], "is_observed": msg["is_observed"]}  # type: ignore[typeddict-item]
         L = fn._unbroadcasted_scale_tril
         diag = getattr(fn, "scale_diag", None)
         diag = L.diagonal(dim1=-2, dim2=-1) if diag is None else diag

@@ -119,12 +119,12 @@ class InvariantFeatures(PyroinvModule):
             return bank, self.b1.expand(S, self.hidden)
         return warp_coordinate_weights(self.W1, self.b1, T)
 
-    def bank_pre_activations(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def bank_pre_activations(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Pre-activations ``(S, B, H)``, ``(W1 o T_i) x + b1``, of inputs ``x`` under a precomputed weight bank."""
         W, b = bank
         return mm(x.reshape(x.shape[0], -1), W.transpose(1, 2), self.product_dtype) + b.unsqueeze(1)
 
-    def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Features ``(S, B, H + 1)`` of inputs ``x`` under a precomputed weight bank."""
         if kernels.enabled() and not torch.is_grad_enabled() and self.product_dtype is None:
             W, b = bank

@@ -19,6 +19,7 @@ import contextlib
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 
@@ -81,7 +82,7 @@ def set_product_dtype(module: torch.nn.Module, precision: str) -> None:
     dtype = PRODUCT_DTYPES[precision]
     for m in module.modules():
         if hasattr(type(m), "product_dtype"):
-            m.product_dtype = dtype
+            cast(Any, m).product_dtype = dtype  # a feature map's own attribute, not a submodule or tensor
 
 
 __all__ = ["PRECISIONS", "PRODUCT_DTYPES", "mm", "native_bf16", "products_in", "resolve_precision", "set_product_dtype"]

@@ -46,7 +46,7 @@ NONE_LEARNED = 0.01
 def dominant_generator(eta: list[float]) -> tuple[str, dict[str, float]]:
     """The group with the largest range-normalised |η| (``"none"`` if all are tiny), and every group's value."""
     scores = {g: max(abs(eta[k]) / GENERATOR_RANGE[k] for k in ks) for g, ks in GROUPS.items()}
-    best = max(scores, key=scores.get)
+    best = max(scores, key=scores.__getitem__)
     return (best if scores[best] >= NONE_LEARNED else "none"), scores
 
 
@@ -104,7 +104,7 @@ def claims_rows(protocol: str, root: Path) -> list[tuple[str, str, str]]:
                 )
                 rows.append((f"4. {net}, {d}: learned ELBO ≥ best fixed ELBO", "–", "not run"))
                 continue
-            best = max(means, key=means.get)
+            best = max(means, key=means.__getitem__)
             listing = ", ".join(f"{a}°: {v:.3f}" for a, v in means.items())
             lv = [r["elbo_per_datapoint"] for r in cell_results(t.rows["learned (5° init)"][d], protocol, root)]
             slack = 2 * statistics.stdev(lv) if len(lv) > 1 else 0.0

@@ -82,7 +82,7 @@ def cost_key(cfg: dict[str, Any], device: str) -> tuple:
 @functools.cache
 def _defaults() -> dict[str, Any]:
     return {
-        f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        f.name: f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
         for f in dataclasses.fields(Config)
     }
 

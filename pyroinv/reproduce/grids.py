@@ -1,7 +1,8 @@
 """The experiment grids of the paper, as cells of training commands, under two protocols.
 
 A *cell* is one training run: a script (``svi_train.py`` or ``sgpr_train.py``), the settings of its row and
-column, and a seed; under a protocol it is one :class:`~pyroinv.config.Config`, written once as a command line. A *table* lays cells out as rows (models) × columns (data sets), next to the paper's numbers.
+column, and a seed; under a protocol it is one :class:`~pyroinv.config.Config`, written once as a command line. A
+*table* lays cells out as rows (models) × columns (data sets), next to the paper's numbers.
 
 Protocols:
 

@@ -1,7 +1,8 @@
 """Cell outputs kept in the repository, so that results outlive the machine that made them.
 
 A finished cell of a kept protocol (``paper``: its cells cost minutes on a GPU that is handed back after a short
-lease, or an hour on a CPU; ``cpu``: minutes to an hour on a CPU) leaves ``results/PROTOCOL/CELL/`` in the repository: ``results.json``,
+lease, or an hour on a CPU; ``cpu``: minutes to an hour on a CPU) leaves ``results/PROTOCOL/CELL/`` in the repository:
+``results.json``,
 ``config.json``, ``meta.json`` and ``metrics.jsonl`` thinned to at most :data:`MAX_RECORDS` records of the fields
 the tables and figures read (about 10 kB a cell; no checkpoints). :func:`pyroinv.reproduce.results.finished`
 reads a cell from its run folder or, where that is missing, from here, so ``scripts/reproduce.py`` counts a kept

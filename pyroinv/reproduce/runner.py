@@ -8,7 +8,8 @@ holding another run (refused).
 
 The unit of work sent to a worker is :func:`train_cell`: "train or resume this run folder", one
 ``svi_train.py`` (or ``sgpr_train.py``) process under the run folder's lock (:mod:`pyroinv.run.lock`, the same
-lock ``svi_train.py`` takes: the process works under its worker's lock through ``$PYROINV_RUN_LOCK``). So a worker that dies
+lock ``svi_train.py`` takes: the process works under its worker's lock through ``$PYROINV_RUN_LOCK``). So a worker
+that dies
 leaves a checkpoint, and the cell, rescheduled by Dask (``retries`` on the future, and the scheduler's own
 rescheduling of a lost worker's tasks), resumes from it. :class:`DaskRunner` starts a ``LocalCluster`` sized
 to the machine, or connects to a running scheduler (``--scheduler tcp://HOST:8786``); the run folders must
@@ -405,8 +406,8 @@ class DaskRunner:
                 self.workers = max(cuda_devices(), 1) * cells_per_gpu
         elif self.resources.get("GPU") and not self.scheduler:
             self.cells_per_gpu = 1  # local workers started with a GPU each: pin the GPU of their number
-        self.client = None
-        self._cluster = None
+        self.client: Any = None  # a distributed.Client once entered
+        self._cluster: Any = None
 
     def __enter__(self) -> DaskRunner:
         Client, LocalCluster = _distributed()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 
@@ -99,7 +99,7 @@ class FolderWriter(FitCallbacks):
 
     def __init__(self, folder: RunFolder, cfg: Config, signals: StopSignals, resuming: bool, data: str) -> None:
         self.folder, self.cfg, self.signals, self.resuming, self.data = folder, cfg, signals, resuming, data
-        self.metrics = None
+        self.metrics: IO[str] | None = None
 
     def started(self, trainer: Trainer) -> None:
         log.info("data %s", self.data)
@@ -115,7 +115,8 @@ class FolderWriter(FitCallbacks):
             trainer.epochs,
             trainer.steps_per_epoch,
             trainer.precision,
-            f" ({self.cfg.precision}: native bfloat16 products {'found' if native_bf16(trainer.device) else 'not found'})"
+            f" ({self.cfg.precision}: native bfloat16 products "
+            f"{'found' if native_bf16(trainer.device) else 'not found'})"
             if self.cfg.precision == "auto"
             else "",
             "; full batches replayed as a CUDA graph" if trainer.graph is not None else "",
@@ -241,6 +242,7 @@ def _train(
     finally:
         writer.close()
     trainer = clf.trainer
+    assert trainer is not None  # fit made it
     if signals.received is not None:
         raise Interrupted(
             f"stopped by signal {signal.Signals(signals.received).name} at step {trainer.step}; "
@@ -404,7 +406,7 @@ def finish(trainer: Trainer, out: Path, quiet: bool = False, signals: StopSignal
             graph_replays=trainer.graph_replays,
             precision=trainer.precision,
             warnings=[at_chance] if at_chance else [],
-            **e.evidence,
+            **cast(dict[str, Any], e.evidence),  # the Laplace fields of RunResults
             **e.valid,
         )
     )

@@ -83,7 +83,8 @@ class RunResults:
     device: str
     device_name: str = ""  # the card or processor (:func:`pyroinv.inference.build.device_name`)
     #: the Laplace estimates of log p(D | eta) / N at the trained body, W2 at its mode (Kronecker-factored, and exact
-    #: up to :data:`pyroinv.inference.laplace.FULL_MAX` output weights): :func:`pyroinv.inference.laplace.evidence_at_mode`
+    #: up to :data:`pyroinv.inference.laplace.FULL_MAX` output weights):
+    #: :func:`pyroinv.inference.laplace.evidence_at_mode`
     laplace_per_datapoint: float | None = None
     laplace_full_per_datapoint: float | None = None
     #: the Laplace estimate over every fully connected layer (image data, --network relu or mlp), with the layers'

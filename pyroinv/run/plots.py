@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch  # noqa: E402
@@ -87,7 +87,8 @@ def _smoothed(ax, steps: Sequence[int], values: torch.Tensor, color: str = "C0")
 def plot_curves(records: Sequence[dict], path: Path, objective: str = "ELBO / N (minibatch estimate)") -> None:
     """Seven panels against the training step: the objective per data point (``-loss / N``), the training-batch
     NLL, the regime of q (KL/N, its scale, ``||mu||``: a collapsed q shows as a scale far below 1 with a
-    large KL), the share of inactive hidden units and the learning rate. A diagnostic that a record does not hold (a point estimate has no
+    large KL), the share of inactive hidden units and the learning rate. A diagnostic that a record does not hold (a
+    point estimate has no
     KL or scale) leaves its panel saying so."""
     steps = [r["step"] for r in records]
     fig = Figure(figsize=(17, 6.4))
@@ -172,7 +173,7 @@ def plot_eta_runs(
     )
 
 
-def distinct_colours(labels: Sequence[str]) -> dict[str, object]:
+def distinct_colours(labels: Sequence[str]) -> dict[str, str | tuple[float, float, float, float]]:
     """A colour per distinct label, in order: matplotlib's ten ``C0``-``C9`` while they suffice, else the twenty of
     ``tab20`` (so up to twenty lines stay apart; beyond that colours repeat)."""
     names = list(dict.fromkeys(labels))
@@ -183,7 +184,10 @@ def distinct_colours(labels: Sequence[str]) -> dict[str, object]:
 
 
 def plot_eta_panels(
-    panels: dict[str, Sequence[tuple[str, int, Sequence[dict]]]], path: Path, title: str = "", key: str = "rotation_deg"
+    panels: Mapping[str, Sequence[tuple[str, int, Sequence[dict]]]],
+    path: Path,
+    title: str = "",
+    key: str = "rotation_deg",
 ) -> None:
     """One panel per data set, one line per run ``(label, seed, records)``: the paper's Figures 2, 6, C.1-C.2.
 
@@ -277,7 +281,11 @@ def curve_styles(names: Sequence[str]) -> dict[str, dict]:
 
 
 def plot_curves_panels(
-    panels: dict[str, dict[str, Sequence[tuple[float, float]]]], path: Path, xlabel: str, ylabel: str, title: str = ""
+    panels: Mapping[str, Mapping[str, Sequence[tuple[float, float]]]],
+    path: Path,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
 ) -> None:
     """One panel per key of ``panels``, one line per curve of ``(x, y)`` points (x on a log axis); each curve is
     drawn alike in every panel (:func:`curve_styles`) and named once, in a legend under the panels."""
