@@ -119,7 +119,7 @@ def check_value(name: str, value: Any, meta: Any) -> None:
 class Config:
     """Everything that defines a run. Defaults are the paper's settings where it states them (§4: H = 1024,
     S = 32, batch 128, Adam 1e-3 cosine-annealed to 0, mu = 0, L = I, alpha = 1, sigma = 0.3), and otherwise
-    chosen by measurement (docs/RESULTS.md, "Deviations from the paper"):
+    chosen by measurement (docs/results/deviations.md):
 
     * ``estimator="local"``: the expected log-likelihood with a fresh ``W2`` draw per example, an unbiased
       estimate of the same ELBO as the paper's one draw per batch (``"shared"``) with 6-60x less gradient

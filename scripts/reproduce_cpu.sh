@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cpu-protocol reproduction, grid by grid in priority order, two cells at a time, then the tables and
-# claims in docs/RESULTS.md. Finished cells are skipped and interrupted ones resumed, so it can be stopped
+# claims in docs/results/tables/. Finished cells are skipped and interrupted ones resumed, so it can be stopped
 # (Ctrl-C) and run again at will. Installs into .venv on first use.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -80,7 +80,7 @@ ELBOS = {"Trace_ELBO": Trace_ELBO, "TraceMeanField_ELBO": TraceMeanField_ELBO, "
 @pytest.mark.parametrize("name", list(ELBOS))
 def test_pyro_elbos_give_the_packages_elbo_and_svi_with_pyro_optim_raises_it(name, data):
     """Every ELBO gives the package's value; SVI trains under the plain and the JIT sampled ELBO (the closed-form
-    ones share those code paths in the SVI step and are timed in docs/RESULTS.md)."""
+    ones share those code paths in the SVI step and are timed in docs/pyro.md)."""
     x, y, _, _ = data
     N = x.shape[0]
     cfg, model, guide = _fresh()

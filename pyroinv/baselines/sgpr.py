@@ -5,7 +5,7 @@ Each class c gets a GP output ``f_c ~ GP(0, k)`` with one shared RBF kernel
 ``y_c ∈ {0, 1}`` and a test point is classified by ``argmax_c E[f_c(x)]``. Titsias' (2009) collapsed
 variational bound (``approx="VFE"``) with M inducing inputs ``Z`` (initialised at a class-balanced random
 subset of the training images) is maximised over ``Z``, ``ℓ``, ``s²`` and the noise with Adam, full batch.
-The paper does not give M or the optimiser; they are flags here (``docs/RESULTS.md`` states the values used).
+The paper does not give M or the optimiser; they are flags here (``docs/results/claims.md``: the values used).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``scripts/reproduce.py``: run a grid of the paper and write its table into docs/RESULTS.md."""
+"""``scripts/reproduce.py``: run a grid of the paper and write its table into docs/results/tables/."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import PyroinvError
 from ..paths import project_root
 from ..reproduce.estimate import Measured, backtest, backtest_summary, duration, estimate_seconds, measured, summary
-from ..reproduce.grids import EARLIER_PROTOCOLS, PROTOCOLS, tables
+from ..reproduce.grids import PROTOCOLS, tables
 from ..reproduce.kept import keep
 from ..reproduce.runner import DaskRunner, Job, cuda_devices, parse_resources
 from .train import OneLineParser
@@ -18,10 +18,12 @@ from .train import OneLineParser
 ROOT = project_root()
 #: cells trained at once on each GPU by default (a whole step at batch 128 is launch-bound: one cell leaves the
 #: card mostly idle). Measured on an H200: 4 keep it busy (about 110 paper cells an hour), 8 add nothing
-#: (docs/RESULTS.md, "The paper protocol on a GPU"); ``scripts/gpu_grid.sh --sweep`` measures it again
+#: (docs/results/engineering.md, "The paper protocol on a GPU"); ``scripts/gpu_grid.sh --sweep`` measures it again
 GPU_CELLS = 4
-#: the runs the published tables in docs/RESULTS.md are made from
+#: the runs the published tables in docs/results/tables/ are made from
 PUBLISHED_RUNS = ROOT / "runs" / "reproduce"
+#: where the published tables go: a page per grid (:func:`pyroinv.reproduce.tables.page_path`)
+PUBLISHED_TABLES = ROOT / "docs" / "results" / "tables"
 
 
 def parser() -> OneLineParser:
@@ -30,7 +32,7 @@ def parser() -> OneLineParser:
         prog="reproduce.py",
         description=(
             "Run the paper's experiment grids (a finished cell is not rerun; an interrupted one is resumed) and "
-            "write each table, next to the paper's numbers, into docs/RESULTS.md."
+            "write each table, next to the paper's numbers, into its page in docs/results/tables/."
         ),
     )
     p.add_argument(
@@ -118,21 +120,23 @@ def parser() -> OneLineParser:
         help="where cell folders go: RUNS_DIR/PROTOCOL/CELL (default: runs/reproduce)",
     )
     p.add_argument(
-        "--results-md",
+        "--tables-dir",
         type=Path,
         default=None,
-        help="the Markdown file whose marked sections are rewritten (default: docs/RESULTS.md for the "
-        "default --runs-dir, the published tables' runs; RUNS_DIR/RESULTS.md for any other)",
+        metavar="DIR",
+        help="the folder of the tables' pages (DIR/TABLE.md, DIR/claims.md), whose marked sections are rewritten "
+        "(default: docs/results/tables for the default --runs-dir, the published tables' runs; RUNS_DIR/tables for "
+        "any other)",
     )
     p.add_argument(
         "--write-docs",
         action="store_true",
-        help="rewrite docs/RESULTS.md's tables from another --runs-dir (replaces the published rows)",
+        help="rewrite the tables in docs/results/tables from another --runs-dir (replaces the published rows)",
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print each cell's command and state; run nothing")
     mode.add_argument("--report-only", action="store_true", help="write the tables from finished cells; run nothing")
-    mode.add_argument("--no-report", action="store_true", help="run the cells; leave docs/RESULTS.md alone")
+    mode.add_argument("--no-report", action="store_true", help="run the cells; leave the tables alone")
     return p
 
 
@@ -193,17 +197,15 @@ def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, S
     print(backtest_summary(backtest(costs, device), device))
 
 
-def report_file(
-    runs_dir: Path, results_md: Path | None = None, write_docs: bool = False, protocol: str = "cpu"
-) -> Path:
-    """Where the tables go: ``results_md`` if given; for the published runs (or ``write_docs``) docs/RESULTS.md, or
-    docs/EARLIER_PROTOCOL.md for the earlier protocol's tables; else ``RUNS_DIR/RESULTS.md`` beside the runs, so a
-    scratch runs directory never rewrites the published tables."""
-    if results_md is not None:
-        return results_md
+def report_dir(runs_dir: Path, tables_dir: Path | None = None, write_docs: bool = False) -> Path:
+    """Where the tables go, a page per grid: ``tables_dir`` if given; for the published runs (or ``write_docs``)
+    docs/results/tables, whatever the protocol; else ``RUNS_DIR/tables`` beside the runs, so a scratch runs directory
+    never rewrites the published tables."""
+    if tables_dir is not None:
+        return tables_dir
     if write_docs or runs_dir.resolve() == PUBLISHED_RUNS.resolve():
-        return ROOT / "docs" / ("EARLIER_PROTOCOL.md" if protocol in EARLIER_PROTOCOLS else "RESULTS.md")
-    return runs_dir / "RESULTS.md"
+        return PUBLISHED_TABLES
+    return runs_dir / "tables"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,9 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if not args.connect_timeout > 0:
         p.error("--connect-timeout must be a positive number of seconds")
-    if args.write_docs and args.results_md is not None:
-        p.error("--write-docs and --results-md name two report files; pass one")
-    results_md = report_file(args.runs_dir, args.results_md, args.write_docs, args.protocol)
+    if args.write_docs and args.tables_dir is not None:
+        p.error("--write-docs and --tables-dir name two folders for the tables; pass one")
+    tables_dir = report_dir(args.runs_dir, args.tables_dir, args.write_docs)
     jobs = jobs_of(args.tables, args.protocol, args.seeds, args.runs_dir, args.rows, args.datasets)
     try:
         resources = parse_resources(args.resources)
@@ -270,8 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_report:
             from ..reproduce.tables import write_report
 
-            written = write_report(args.tables, args.protocol, args.runs_dir, results_md)
-            print(f"wrote {', '.join(written)} into {results_md}")
+            written = write_report(args.tables, args.protocol, args.runs_dir, tables_dir)
+            print(f"wrote {', '.join(written)} into {tables_dir}")
     except PyroinvError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """The Laplace evidence over every fully connected layer, LILA's scope (``--laplace-layers all``).
 
 :mod:`pyroinv.inference.laplace` covers the output layer ``W2`` alone, so a body that fits the training set without
-the invariance pays nothing for its fit (docs/RESULTS.md: the 3-layer MLP learns no invariance at 312 images). Here
+the invariance pays nothing for its fit (docs/results/beyond.md: the 3-layer MLP learns none at 312 images). Here
 each fully connected ReLU layer ``theta_l = [W_l, b_l]`` of the body also gets a Gaussian prior
 ``N(0, I / delta_l)`` and enters the Laplace approximation (block-diagonal across layers, Kronecker-factored within
 one), as in LILA (Immer et al., 2022):

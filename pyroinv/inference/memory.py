@@ -18,7 +18,7 @@ A run holds, in float32 (4 bytes a number), with ``D`` the input size (784 for M
 The constants were fitted (non-negative least squares) to the measured peak resident memory of the first
 training steps on the CPU at 16 settings from H = 64 to 2,048, S = 4 to 128, B = 16 to 1,024, with every
 estimate within 12% of its measurement (``python scripts/benchmark.py --memory`` prints estimate against
-measurement; docs/RESULTS.md gives the table).
+measurement; docs/results/engineering.md gives the table).
 A run whose estimate exceeds the device's available memory stops before training with one line
 (:func:`check_fits`) instead of being killed by the operating system.
 """

@@ -2,9 +2,9 @@
 
 On a GPU the paper's step (ReLU, H = 1,024, S = 32, batch 128) is bound by launches, not arithmetic: Pyro traces
 the model and the guide in Python, and the forward pass, autograd and Adam launch about 290 operators one by one
-(8.3 ms a step on an H200 against a 1.6 ms matrix-product floor, docs/RESULTS.md). ``torch.cuda.graph`` records
-the kernels of one step (forward, backward, the fused Adam update) and replays them with one call. What a replay
-needs, and how :class:`GraphedStep` provides it:
+(8.3 ms a step on an H200 against a 1.6 ms matrix-product floor, docs/results/engineering.md).
+``torch.cuda.graph`` records the kernels of one step (forward, backward, the fused Adam update) and replays them with
+one call. What a replay needs, and how :class:`GraphedStep` provides it:
 
 * fixed inputs: each batch is gathered into the same two buffers (``index_select(..., out=)``) before a replay;
 * no host read inside the step (the ELBO stays a tensor, :mod:`pyroinv.inference.device_elbo`; the trainer's

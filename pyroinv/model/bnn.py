@@ -11,7 +11,7 @@ Paper §3.6-3.7 and Appendix A. The paper writes the Monte-Carlo average over th
 * ``"logits"`` (Appendix A): average inside the softmax, ``log sigma_y(E_T[W2 phi(W1 T x)])``,
   i.e. ``log_softmax(W2 (1/S) sum_i phi(W1 T_i x))_y`` (``W2`` is linear, so averaging logits and
   averaging features is the same). The package's default (``Config.average``): on the cpu protocol it
-  gave the better bound, accuracy and invariance (docs/RESULTS.md).
+  gave the better bound, accuracy and invariance (docs/results/deviations.md).
 
 The observations sit in a subsampled ``pyro.plate("data", N)`` so Pyro scales the log-likelihood by
 N/M (the SGVB estimate). With a guide ``q(W2)`` the ELBO is::

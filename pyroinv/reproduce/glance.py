@@ -1,10 +1,10 @@
-"""The reproduction at a glance: one table at the top of docs/RESULTS.md with the paper's number and ours, per
-headline cell and per claim, at the paper's sizes and under the cpu protocol.
+"""The reproduction at a glance: one table at the top of docs/results/tables/claims.md with the paper's number and
+ours, per headline cell and per claim, at the paper's sizes and under the cpu protocol.
 
-It is a summary of sections of the same file, not a new measurement: the headline and claims sections of each
-protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cells' results) are read back from the
-Markdown, so the summary always agrees with the tables below it. ``python scripts/reproduce.py claims --protocol
-paper --report-only`` (or any report) rewrites it.
+It is a summary of sections of the tables' pages, not a new measurement: the headline and claims sections of each
+protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cells' results, on ``headline.md`` and
+``claims.md``) are read back from the Markdown, so the summary always agrees with those tables.
+``python scripts/reproduce.py claims --protocol paper --report-only`` (or any report) rewrites it.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def _split(entry: str) -> tuple[str, str]:
 
 
 def glance_section(text: str) -> str:
-    """The summary table, from the headline and claims sections of ``text`` (docs/RESULTS.md)."""
+    """The summary table, from the headline and claims sections of ``text`` (the pages ``headline.md`` and
+    ``claims.md`` of docs/results/tables/, one after the other)."""
     accuracy = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Test accuracy") for p, _ in COLUMNS}
     learned = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Learned invariance") for p, _ in COLUMNS}
     claims = {

@@ -9,20 +9,21 @@ Protocols:
 * ``paper``: the package's defaults, i.e. the paper's settings (§4) where it states them: all 60,000
   training and 10,000 test images, H = 1,024, S = 32, Adam lr 1e-3 cosine-annealed, batch 128, q
   initialised at mu = 0, L = I, alpha = 1; and, where it leaves them open or where they are changed
-  (docs/RESULTS.md, "Deviations"), the per-example ELBO estimator, logits averaged over the transforms
+  (docs/results/deviations.md), the per-example ELBO estimator, logits averaged over the transforms
   (Appendix A), mu and eta stepped at 0.05, eta_rot bounded by tanh, W1 started at 0.15 x Xavier, 10 epochs.
 * ``cpu``: the same, reduced so a grid finishes on a 2-core CPU: 20,000 training and 2,000 test
   images (class-balanced), H = 512, S = 16, 24 epochs (3,768 steps). These are the settings
   of ``scripts/main.sh``. ``cpu-probs`` is the same with the probabilities averaged over the transforms
-  (``--average probs``, the default before the measurements in docs/RESULTS.md chose the logits).
+  (``--average probs``, the default before the measurements in docs/results/deviations.md chose the logits).
   ``cpu-60k`` is ``cpu`` with all 60,000 training images and 8 epochs, the same 3,752 steps: W1 is a point
   estimate, and with a third of the images it overfits enough to shift the bound's ranking of fixed
-  rotations on partially rotated MNIST (docs/RESULTS.md, claims 3 and 4).
+  rotations on partially rotated MNIST (docs/results/claims.md, claims 3 and 4).
 * ``cpu-q0.05``, ``paper-q0.05`` and ``paper-earlier``: the earlier protocol, kept so its tables can be regenerated:
   one W2 draw per batch, q started at L = 0.05 I for ReLU, every parameter at the one learning rate,
   W1 at Xavier, eta unconstrained; ``cpu-q0.05`` with 8 epochs at lr 5e-3 on the cpu sizes;
   ``paper-earlier`` the same at the paper's sizes with q started at L = I. Under it q
-  collapses far below the prior and eta_rot stops near ±71° on fully rotated MNIST (docs/RESULTS.md).
+  collapses far below the prior and eta_rot stops near ±71° on fully rotated MNIST (docs/results/deviations.md,
+  "The earlier protocol").
 
 Learned invariances start near no invariance (:data:`SMALL_START`): rotation at ±5° (the paper's Table 1),
 translation at ±0.5 px, scale at ×exp(±0.05), affine at all of these and shear 0.05.
@@ -82,8 +83,6 @@ PROTOCOLS: dict[str, dict[str, dict[str, Any]]] = {
         "rff": {**_CPU_SIZES, "epochs": 8, "lr": 5e-3, **_earlier(5e-3, False)},
     },
 }
-#: protocols whose tables live in docs/EARLIER_PROTOCOL.md rather than docs/RESULTS.md
-EARLIER_PROTOCOLS = ("cpu-q0.05", "paper-q0.05", "paper-earlier")
 _SGPR_CPU = {"train_size": 20000, "test_size": 2000, "inducing": 250, "steps": 100}
 #: SGPRConfig fields of the SGPR baseline (the same images; M and the steps are reduced for the CPU)
 SGPR_PROTOCOLS: dict[str, dict[str, Any]] = {

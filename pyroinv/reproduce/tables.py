@@ -1,9 +1,11 @@
-"""Markdown for docs/RESULTS.md: each grid next to the paper's numbers, and the claims with verdicts.
+"""Markdown for docs/results/tables/: each grid next to the paper's numbers, and the claims with verdicts.
 
 Every number comes from the ``results.json`` / ``metrics.jsonl`` of a cell folder written by
 :mod:`.runner`; a cell that has not run shows ``–``. Where a cell ran with several seeds the entry is
-``mean ± sd (n)``. Sections are rewritten between ``<!-- reproduce:KEY:PROTOCOL begin/end -->``
-markers, so the rest of the file is left as it is.
+``mean ± sd (n)``. Each grid has a page of its own, ``KEY.md`` (the claims ``claims.md``, with the summary of
+:mod:`.glance` at its top), with a section per protocol; a section is rewritten between its
+``<!-- reproduce:KEY:PROTOCOL begin/end -->`` markers, so the rest of the page is left as it is, and these pages
+are the only files the reports write (beside the figures, in ``img/`` next to them).
 """
 
 from __future__ import annotations
@@ -212,31 +214,62 @@ def curves_figure(table: Table, protocol: str, root: Path, path: Path) -> bool:
     return True
 
 
-def replace_section(text: str, marker: str, body: str) -> str:
+def replace_section(text: str, marker: str, body: str, heading: str | None = None) -> str:
+    """``text`` with the section between ``marker``'s begin and end comments replaced by ``body``; a section not
+    there yet is appended, after ``heading`` where given."""
     begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
     block = f"{begin}\n{body}\n{end}"
     if begin in text and end in text:
         return text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
-    return text.rstrip("\n") + "\n\n" + block + "\n"
+    return text.rstrip("\n") + "\n\n" + (f"{heading}\n\n" if heading else "") + block + "\n"
 
 
-def write_report(keys: Sequence[str], protocol: str, root: Path, results_md: Path) -> list[str]:
-    """Rewrite the sections of ``keys`` in ``results_md`` (and the claims, when ``keys`` name them or a grid they
-    read, :data:`~.claims.CLAIM_TABLES`); returns what was written."""
+#: the page of the claims (and of the summary at its top, :data:`~.glance.GLANCE`), beside a page per grid
+CLAIMS_PAGE = "claims.md"
+CLAIMS_TITLE = "The paper's claims, measured"
+
+
+def page_path(tables_dir: Path, key: str) -> Path:
+    """The page of grid ``key`` (or ``"claims"``) in ``tables_dir``."""
+    return tables_dir / (CLAIMS_PAGE if key == "claims" else f"{key}.md")
+
+
+def new_page(title: str, key: str) -> str:
+    """The head of a page not written before: its title and what writes it."""
+    return (
+        f"# {title}\n\nWritten by `scripts/reproduce.py` from the cells' `results.json`, a section per protocol "
+        f"(`python scripts/reproduce.py {key} --protocol PROTOCOL --report-only` rewrites one; the protocols are "
+        f"described in `docs/reproducing.md`). Edit outside the `reproduce:` markers only.\n"
+    )
+
+
+def write_section(page: Path, title: str, key: str, protocol: str, body: str) -> None:
+    """Write ``body`` as the section of ``protocol`` on ``page`` (the page of ``key``, titled ``title`` when it is
+    new), under a heading of its own where the section is new; the rest of the page is kept."""
+    text = page.read_text() if page.exists() else new_page(title, key)
+    text = replace_section(text, f"reproduce:{key}:{protocol}", body, heading=f"## {protocol} protocol")
+    write_bytes(page, text.encode())
+
+
+def write_report(keys: Sequence[str], protocol: str, root: Path, tables_dir: Path) -> list[str]:
+    """Rewrite the sections of ``keys`` under ``protocol``, each on its grid's page in ``tables_dir``
+    (:func:`page_path`; the figures in ``tables_dir/img``), and the claims, when ``keys`` name them or a grid they
+    read (:data:`~.claims.CLAIM_TABLES`); then the summary at the top of the claims page, where that page has one.
+    Returns what was written."""
     grid = tables()
-    text = results_md.read_text() if results_md.exists() else "# Measured results\n"
     written = []
     for key in keys:
         if key == "claims":
             continue
-        text = replace_section(
-            text, f"reproduce:{key}:{protocol}", section(grid[key], protocol, root, results_md.parent / "img")
-        )
+        body = section(grid[key], protocol, root, tables_dir / "img")
+        write_section(page_path(tables_dir, key), grid[key].title, key, protocol, body)
         written.append(key)
     if "claims" in keys or any(key in CLAIM_TABLES for key in keys):  # a grid beyond the paper leaves them alone
-        text = replace_section(text, f"reproduce:claims:{protocol}", claims_section(protocol, root))
+        write_section(page_path(tables_dir, "claims"), CLAIMS_TITLE, "claims", protocol, claims_section(protocol, root))
         written.append("claims")
+    claims_page, headline_page = page_path(tables_dir, "claims"), page_path(tables_dir, "headline")
+    text = claims_page.read_text() if claims_page.exists() else ""
     if GLANCE in text:  # the summary at the top, from the claims and headline sections just written
-        text = replace_section(text, GLANCE, glance_section(text))
-    write_bytes(results_md, text.encode())
+        headline = headline_page.read_text() if headline_page.exists() else ""
+        write_bytes(claims_page, replace_section(text, GLANCE, glance_section(headline + text)).encode())
     return written

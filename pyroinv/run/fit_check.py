@@ -2,7 +2,7 @@
 
 With ``K`` classes a classifier that predicts uniformly has training NLL ``log K`` per image (2.30 for MNIST). A
 trained run whose training log-likelihood per image is within :data:`CHANCE_FRACTION` of that has learned almost
-nothing. One way this happens with a learned invariance (``docs/RESULTS.md``, the data-efficiency grid): in the
+nothing. One way this happens with a learned invariance (``docs/results/beyond.md``, the data-efficiency grid): in the
 first steps, before the network fits anything, the gradient in ``eta`` is noise that Adam turns into full-size
 steps, ``eta`` runs wide (translation beyond the image, scale x2), and the network never fits the transformed
 inputs. ``--eta-warmup`` holds ``eta`` while the network fits.

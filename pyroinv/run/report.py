@@ -1,4 +1,4 @@
-"""Markdown tables of finished runs (``results.json`` + ``config.json``), for docs/RESULTS.md."""
+"""Markdown tables of finished runs (``results.json`` + ``config.json``), for the results pages (docs/results/)."""
 
 from __future__ import annotations
 

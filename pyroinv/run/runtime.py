@@ -5,7 +5,7 @@ Every training step allocates and frees tensors of tens of megabytes (the ``S x 
 activations and their gradients). glibc's ``malloc`` serves blocks above its mmap threshold
 with fresh ``mmap`` calls and returns them to the kernel on ``free``, so each step pays one page
 fault per 4 KiB page touched again (about 10-20% of a step at the paper's settings on a 2-core
-machine; see ``docs/RESULTS.md``). Raising the mmap and trim thresholds keeps freed memory in the
+machine; see ``docs/results/engineering.md``). Raising the mmap and trim thresholds keeps freed memory in the
 process for the next step. Peak memory is unchanged; the resident size stays at its peak.
 
 Subnormal floats (below 1.2e-38 in float32) take a slow path in x86 arithmetic, tens of times slower than normal

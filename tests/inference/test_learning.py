@@ -4,7 +4,7 @@ Both run as the paper's §4.1 does: the probabilities averaged over the transfor
 learning rate for every parameter (``mean_lr = eta_lr = None``). With η stepped faster than the weights (the
 package's default) maximum likelihood climbs with VI before it gives the invariance back, and with the logits
 averaged it keeps the invariance on this task (its averaged features are the radial ones the labels need):
-docs/RESULTS.md, Figure 6. The contrast is a statement about the paper's model and optimiser.
+docs/results/claims.md, Figure 6. The contrast is a statement about the paper's model and optimiser.
 """
 import math
 

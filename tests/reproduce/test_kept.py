@@ -39,8 +39,9 @@ def test_a_cell_finished_on_one_machine_is_finished_on_the_next(tiny_protocol, t
     rs = cell_results(cell, "tiny", tmp_path / "machine-b")
     assert len(rs) == 1 and rs[0]["learned_invariance"].startswith("rotation")
     key = next(k for k, t in tables().items() if cell in t.cells())
-    write_report([key], "tiny", tmp_path / "machine-b", tmp_path / "machine-b" / "RESULTS.md")
-    assert rs[0]["learned_invariance"].split("±")[1].split("°")[0] in (tmp_path / "machine-b" / "RESULTS.md").read_text()
+    write_report([key], "tiny", tmp_path / "machine-b", tmp_path / "machine-b" / "tables")
+    page = tmp_path / "machine-b" / "tables" / f"{key}.md"
+    assert rs[0]["learned_invariance"].split("±")[1].split("°")[0] in page.read_text()
 
 
 def test_a_kept_cell_with_other_settings_does_not_count(tmp_path, monkeypatch):

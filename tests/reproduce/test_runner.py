@@ -198,15 +198,18 @@ def test_an_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path):
 
 def test_a_scratch_runs_directory_never_rewrites_the_published_tables(tmp_path):
     script = str(ROOT / "scripts" / "reproduce.py")
-    published = (ROOT / "docs" / "RESULTS.md").read_bytes()
+    tables = ROOT / "docs" / "results" / "tables"  # the published tables' pages and their figures
+    published = {p: p.read_bytes() for p in sorted(tables.rglob("*")) if p.is_file()}
+    assert (tables / "headline.md") in published and (tables / "claims.md") in published
     done = subprocess.run([sys.executable, script, "headline", "--report-only", "--runs-dir", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert (ROOT / "docs" / "RESULTS.md").read_bytes() == published
-    report = tmp_path / "RESULTS.md"
-    assert f"into {report}" in done.stdout and "<!-- reproduce:headline:cpu begin -->" in report.read_text()
+    assert {p: p.read_bytes() for p in sorted(tables.rglob("*")) if p.is_file()} == published  # nothing new either
+    report = tmp_path / "tables"
+    assert f"into {report}" in done.stdout
+    assert "<!-- reproduce:headline:cpu begin -->" in (report / "headline.md").read_text()
     both = subprocess.run([sys.executable, script, "headline", "--report-only", "--runs-dir", str(tmp_path),
-                           "--write-docs", "--results-md", str(tmp_path / "x.md")], capture_output=True, text=True,
+                           "--write-docs", "--tables-dir", str(tmp_path / "x")], capture_output=True, text=True,
                           timeout=120)
     assert both.returncode == 2 and both.stderr.count("\n") == 1
 

@@ -5,7 +5,7 @@ import math
 from pyroinv.reproduce.claims import claims_rows, claims_section, dominant_generator
 from pyroinv.reproduce.grids import tables
 from pyroinv.reproduce.results import mean_sd
-from pyroinv.reproduce.tables import replace_section, write_report
+from pyroinv.reproduce.tables import page_path, replace_section, write_report
 
 
 def _write(root, cell, seed, **res):
@@ -88,17 +88,39 @@ def test_dominant_generator_normalises_by_range():
 def test_report_rewrites_only_its_sections(tmp_path):
     g = tables()
     _write(tmp_path, g["figure6"].rows["VI"]["mnist-rot"], 0, deg=70.0, test_accuracy=0.9123)
-    md = tmp_path / "RESULTS.md"
-    md.write_text("# Results\n\nkept text\n")
-    write_report(["figure6"], "cpu", tmp_path, md)
+    out = tmp_path / "tables"
+    md = page_path(out, "figure6")
+    assert md == out / "figure6.md"
+    out.mkdir()
+    other = "# Figure 6\n\n<!-- reproduce:figure6:paper begin -->\nkept section\n<!-- reproduce:figure6:paper end -->\n"
+    md.write_text(other + "\nkept text\n")
+    (out / "notes.md").write_text("kept page\n")
+    write_report(["figure6"], "cpu", tmp_path, out)
     first = md.read_text()
-    assert "kept text" in first and "<!-- reproduce:figure6:cpu begin -->" in first
+    assert first.startswith(other) and "kept text" in first and "<!-- reproduce:figure6:cpu begin -->" in first
+    assert "## cpu protocol\n\n<!-- reproduce:figure6:cpu begin -->\n### Figure 6" in first  # a new section: a heading
     assert "| VI | 91.23 |" in first and "| VI | ±70.0° |" in first  # no paper numbers: the measurement alone
     assert "python scripts/reproduce.py figure6 --protocol cpu --jobs 2" in first
-    assert (tmp_path / "img" / "reproduce-figure6-cpu.png").exists()
-    write_report(["figure6"], "cpu", tmp_path, md)
+    assert (out / "img" / "reproduce-figure6-cpu.png").exists()
+    # its own page and the claims' (figure6 decides claim 2), nothing else
+    assert sorted(p.name for p in out.iterdir()) == ["claims.md", "figure6.md", "img", "notes.md"]
+    assert (out / "notes.md").read_text() == "kept page\n"
+    write_report(["figure6"], "cpu", tmp_path, out)
     assert md.read_text() == first  # idempotent: the section is replaced, not appended
     assert replace_section("a <!-- m begin -->x<!-- m end --> b", "m", "y") == "a <!-- m begin -->\ny\n<!-- m end --> b"
+    assert replace_section("a\n", "m", "y", heading="## h") == "a\n\n## h\n\n<!-- m begin -->\ny\n<!-- m end -->\n"
+
+
+def test_a_report_into_a_new_folder_writes_each_grid_its_own_page(tmp_path):
+    _write(tmp_path, tables()["headline"].rows["learned (5° init)"]["mnist-rot"], 0, deg=170.0)
+    out = tmp_path / "tables"
+    assert write_report(["headline", "table1"], "cpu", tmp_path, out) == ["headline", "table1", "claims"]
+    assert sorted(p.name for p in out.glob("*.md")) == ["claims.md", "headline.md", "table1.md"]
+    for key, title in (("headline", tables()["headline"].title), ("claims", "The paper's claims, measured")):
+        text = page_path(out, key).read_text()
+        assert text.startswith(f"# {title}\n") and text.count("\n# ") == 0  # one title
+        assert f"<!-- reproduce:{key}:cpu begin -->" in text and f"<!-- reproduce:{key}:cpu end -->" in text
+    assert "<!-- reproduce:glance" not in page_path(out, "claims").read_text()  # no summary unless the page has one
 
 
 def test_a_grid_beyond_the_paper_leaves_the_claims_alone_and_plots_its_curves(tmp_path, monkeypatch):
@@ -107,14 +129,17 @@ def test_a_grid_beyond_the_paper_leaves_the_claims_alone_and_plots_its_curves(tm
     for size, acc in ((312, 0.5), (1250, 0.8)):
         _write(tmp_path, g["efficiency"].rows[f"cnn · Laplace · {size:,}"]["mnist-rot"], 0, deg=170.0,
                test_accuracy=acc, laplace_per_datapoint=-0.3)
-    md = tmp_path / "RESULTS.md"
-    md.write_text("<!-- reproduce:claims:cpu begin -->\npublished claims\n<!-- reproduce:claims:cpu end -->\n")
-    assert write_report(["efficiency"], "cpu", tmp_path, md) == ["efficiency"]
-    text = md.read_text()
-    assert "published claims" in text and "| cnn · Laplace · 312 | 50.00 |" in text
+    out = tmp_path / "tables"
+    out.mkdir()
+    claims = "<!-- reproduce:claims:cpu begin -->\npublished claims\n<!-- reproduce:claims:cpu end -->\n"
+    page_path(out, "claims").write_text(claims)
+    assert write_report(["efficiency"], "cpu", tmp_path, out) == ["efficiency"]
+    text = page_path(out, "efficiency").read_text()
+    assert page_path(out, "claims").read_text() == claims and "| cnn · Laplace · 312 | 50.00 |" in text
     assert "Laplace log evidence / N" in text and "| cnn · Laplace · 1,250 | -0.300 |" in text
-    assert (tmp_path / "img" / "reproduce-efficiency-cpu-accuracy.png").exists()
-    assert "claims" in write_report(["headline"], "cpu", tmp_path, md)  # a grid the claims read rewrites them
+    assert (out / "img" / "reproduce-efficiency-cpu-accuracy.png").exists()
+    assert "claims" in write_report(["headline"], "cpu", tmp_path, out)  # a grid the claims read rewrites them
+    assert "published claims" not in page_path(out, "claims").read_text()
 
 
 def test_claims_show_a_dash_for_rotations_not_run(tmp_path):
@@ -141,25 +166,34 @@ def test_sections_name_the_machines_and_the_glance_table_summarises_headline_and
     learned = tables()["headline"].rows["learned (5° init)"]
     _write(tmp_path, learned["mnist-rot"], 0, deg=170.0, test_accuracy=0.9612, device_name="NVIDIA H200")
     _write(tmp_path, learned["mnist-rot"], 1, deg=172.0, test_accuracy=0.9588, device="cpu")  # an older result
-    md = tmp_path / "RESULTS.md"
-    md.write_text(f"# Results\n\n<!-- {GLANCE} begin -->\n<!-- {GLANCE} end -->\n\nkept text\n")
-    write_report(["headline"], "cpu", tmp_path, md)
+    out = tmp_path / "tables"
+    out.mkdir()
+    md = page_path(out, "claims")
+    md.write_text(f"# Claims\n\n<!-- {GLANCE} begin -->\n<!-- {GLANCE} end -->\n\nkept text\n")
+    write_report(["headline"], "cpu", tmp_path, out)
+    assert "Ran on: NVIDIA H200 (1 cell), cpu (card or processor not recorded) (1 cell)." in page_path(
+        out, "headline").read_text()
     text = md.read_text()
-    assert "Ran on: NVIDIA H200 (1 cell), cpu (card or processor not recorded) (1 cell)." in text
     glance = text[text.index("## Reproduction at a glance"):text.index(f"<!-- {GLANCE} end -->")]
     assert text.index("## Reproduction at a glance") < text.index("kept text")  # at the top, where it was put
+    assert text.index("kept text") < text.index("<!-- reproduce:claims:cpu begin -->")  # the claims appended below
     assert "| learned rotation, fully rotated | 97.34% | not run | 96.00 ± 0.17% (2), ±171.0° ± 1.4° (2) |" in glance
     assert "| claim 1. ReLU learned η_rot on mnist-rot: ≥ 150° | as claimed | not run | holds: ±171.0° ± 1.4° (2) |" in glance
     assert "| claim 1. ReLU learned η_rot on mnist: ≤ 45° |" not in glance  # a claim run under neither protocol
 
 
-def test_the_earlier_protocol_reports_into_its_own_file(tmp_path):
-    from pyroinv.frontends.reproduce import PUBLISHED_RUNS, ROOT, report_file
+def test_the_published_tables_of_every_protocol_are_pages_in_docs_results_tables(tmp_path):
+    from pyroinv.frontends.reproduce import PUBLISHED_RUNS, ROOT, report_dir
 
-    assert report_file(PUBLISHED_RUNS, protocol="cpu-q0.05") == ROOT / "docs" / "EARLIER_PROTOCOL.md"
-    assert report_file(PUBLISHED_RUNS, protocol="paper") == ROOT / "docs" / "RESULTS.md"
-    assert report_file(tmp_path, protocol="cpu-q0.05") == tmp_path / "RESULTS.md"
-    assert "<!-- reproduce:claims:cpu-q0.05 begin -->" in (ROOT / "docs" / "EARLIER_PROTOCOL.md").read_text()
+    published = ROOT / "docs" / "results" / "tables"
+    assert report_dir(PUBLISHED_RUNS) == published and report_dir(tmp_path, write_docs=True) == published
+    assert report_dir(tmp_path) == tmp_path / "tables" and report_dir(tmp_path, tmp_path / "x") == tmp_path / "x"
+    text = page_path(published, "claims").read_text()
+    for protocol in ("paper", "cpu", "cpu-q0.05"):  # the earlier protocol's tables beside the others'
+        assert f"## {protocol} protocol\n\n<!-- reproduce:claims:{protocol} begin -->" in text
+    assert "<!-- reproduce:glance begin -->" in text
+    for page in published.glob("*.md"):  # each page: one title, then its sections
+        assert page.read_text().startswith("# ") and page.read_text().count("\n# ") == 0, page
 
 
 def test_a_cell_at_chance_is_marked_whether_its_results_kept_the_warning_or_not(tmp_path, monkeypatch):
@@ -171,10 +205,8 @@ def test_a_cell_at_chance_is_marked_whether_its_results_kept_the_warning_or_not(
            train_loglik_per_datapoint=-2.6, warnings=["the network fits its training data no better than chance"])
     _write(tmp_path, rows["cnn · ELBO · 5,000"]["mnist-rot"], 0, test_accuracy=0.9, dataset="mnist-rot",
            train_loglik_per_datapoint=-2.0)                                   # 2.0 < 0.9 log 10 = 2.07: it learned
-    md = tmp_path / "RESULTS.md"
-    md.write_text("")
-    write_report(["efficiency"], "cpu", tmp_path, md)
-    text = md.read_text()
+    write_report(["efficiency"], "cpu", tmp_path, tmp_path / "tables")
+    text = page_path(tmp_path / "tables", "efficiency").read_text()
     assert "| cnn · ELBO · 312 | 10.00† |" in text and "| cnn · ELBO · 1,250 | 10.00† |" in text
     assert "| cnn · ELBO · 5,000 | 90.00 |" in text
     assert text.count("† a seed of this cell fitted its training data no better than chance") == 1
