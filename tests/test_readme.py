@@ -23,3 +23,15 @@ def test_the_readme_example_runs_as_written(tmp_path, cache_dir, mnist, monkeypa
     assert scope["probs"].shape == (1000, 10)
     assert scope["again"].invariance == scope["clf"].invariance
     assert "rotation_deg" in capsys.readouterr().out
+
+
+def test_the_readmes_reproduction_table_quotes_the_generated_tables():
+    """Every measured figure of "Does it reproduce?" is in the tables scripts/reproduce.py writes."""
+    section = README.read_text().split("## Does it reproduce?", 1)[1].split("\n## ", 1)[0]
+    root = README.parent / "docs" / "results" / "tables"
+    generated = "\n".join(p.read_text() for p in (root / "claims.md", root / "headline.md", root / "tableC2.md"))
+    ours = [row.split("|")[3] for row in section.splitlines() if row.startswith("| ") and row.count("|") >= 5][1:]
+    figures = [f for cell in ours for f in re.findall(r"[−-]?\d+\.\d+(?: ± \d+\.\d+)?", cell)]
+    assert len(figures) >= 12
+    missing = [f for f in figures if f.replace("−", "-") not in generated.replace("−", "-")]
+    assert not missing, f"README figures not in docs/results/tables: {missing}"

@@ -253,3 +253,9 @@ def test_a_time_limit_starts_only_cells_that_can_finish_and_stops_the_rest(tiny_
         assert time.perf_counter() - t0 < 60
         assert lines[-1].startswith("time limit of 0.25 min reached: stopped 1 running cell(s) (relu-mnist-rot")
         assert "2 not started" in lines[-1] and endless.state() != "done"
+
+
+def test_the_grid_runner_without_dask_names_the_extra_that_installs_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if dask.distributed were not installed
+    with pytest.raises(ConfigError, match=r'pip install "pyroinv\[grid\]"'):
+        DaskRunner(1).__enter__()
