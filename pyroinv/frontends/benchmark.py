@@ -200,6 +200,12 @@ def run_one(args, base: list[str], **kw) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def child_args(args: argparse.Namespace, *extra: str) -> list[str]:
+    """The measuring child's flags: the sizes, threads and device of ``args``, and the ``extra`` settings named."""
+    names = ("hidden", "samples", *extra, "threads", "device")
+    return [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in names]
+
+
 def describe_device(device: str) -> str:
     import torch
 
@@ -263,13 +269,7 @@ def pyro_elbo_table(args) -> int:
     )
     print("| network | batch | " + " | ".join(f"SVI, {e}" for e in PYRO_ELBOS) + " | Trainer.train_step |")
     print("|---|---|" + "---|" * (len(PYRO_ELBOS) + 1))
-    base = [
-        f"--hidden={args.hidden}",
-        f"--samples={args.samples}",
-        f"--repeats={args.repeats}",
-        f"--threads={args.threads}",
-        f"--device={args.device}",
-    ]
+    base = child_args(args, "repeats")
     for net in args.networks:
         for batch in args.batches:
             t = {
@@ -380,14 +380,7 @@ def parser() -> argparse.ArgumentParser:
 
 def guides_table(args: argparse.Namespace) -> int:
     """The whole training step with each of ``--guides``."""
-    base = [
-        f"--hidden={args.hidden}",
-        f"--samples={args.samples}",
-        f"--repeats={args.repeats}",
-        f"--threads={args.threads}",
-        f"--device={args.device}",
-        *([f"--step-data={args.step_data}"] if args.step_data else []),
-    ]
+    base = child_args(args, "repeats", *(["step_data"] if args.step_data else []))
     print(
         f"{describe_device(args.device)}; H={args.hidden}, S={args.samples}; whole training step "
         f"(Trainer.train_step), median of {args.repeats}\n"
@@ -404,13 +397,7 @@ def precision_table(args: argparse.Namespace) -> int:
     """The network's step, its floor and the whole training step in each of ``--precisions``, and their ratios."""
     from pyroinv.model.precision import native_bf16
 
-    base = [
-        f"--hidden={args.hidden}",
-        f"--samples={args.samples}",
-        f"--repeats={args.repeats}",
-        f"--threads={args.threads}",
-        f"--device={args.device}",
-    ]
+    base = child_args(args, "repeats")
     print(
         f"{describe_device(args.device)}; native bfloat16 products: {'yes' if native_bf16(args.device) else 'no'}; "
         f"H={args.hidden}, S={args.samples}, 28x28 inputs; median of {args.repeats}; seconds per step\n"
@@ -433,13 +420,7 @@ def precision_table(args: argparse.Namespace) -> int:
 
 def predictive_line(args: argparse.Namespace) -> int:
     """Time and peak memory of ``pyro.infer.Predictive`` over ``--n-test`` images."""
-    base = [
-        f"--hidden={args.hidden}",
-        f"--samples={args.samples}",
-        f"--n-test={args.n_test}",
-        f"--threads={args.threads}",
-        f"--device={args.device}",
-    ]
+    base = child_args(args, "n_test")
     r = run_one(args, base, kind="predictive")
     what = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB of the process"
     print(
@@ -570,14 +551,7 @@ def speed_tables(args: argparse.Namespace) -> int:
 
     paths = PATHS + ((COMPILED,) if args.compile else ())
 
-    base = [
-        f"--hidden={args.hidden}",
-        f"--samples={args.samples}",
-        f"--n-test={args.n_test}",
-        f"--repeats={args.repeats}",
-        f"--threads={args.threads}",
-        f"--device={args.device}",
-    ]
+    base = child_args(args, "n_test", "repeats")
     if args.default_malloc:
         base.append("--default-malloc")
     memory = "peak GPU MiB allocated" if args.device == "cuda" else "peak resident MiB"

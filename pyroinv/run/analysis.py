@@ -89,6 +89,20 @@ def evaluate_run(
     }
 
 
+def training_data(out: str | Path, data_root: str | None = None, cache_dir: str | None = None):
+    """The data set a saved run was trained on: its ``config.json``'s data set, training size, seed and
+    validation split."""
+    saved = RunFolder(out).config()
+    return load_dataset(
+        saved["dataset"],
+        data_root=data_root,
+        cache_dir=cache_dir,
+        train_size=saved.get("train_size"),
+        seed=int(saved.get("seed", 0)),
+        valid_size=saved.get("valid_size"),
+    )
+
+
 def run_evidence(
     out: str | Path,
     data_root: str | None = None,
@@ -99,15 +113,7 @@ def run_evidence(
     """:func:`laplace_evidences` of a saved run on its own training set, ``eta`` as learned (with the
     importance-sampling check of ``W2``'s evidence when ``importance_draws > 0``)."""
     dev = resolve_device(device)
-    saved = RunFolder(out).config()
-    data = load_dataset(
-        saved["dataset"],
-        data_root=data_root,
-        cache_dir=cache_dir,
-        train_size=saved.get("train_size"),
-        seed=int(saved.get("seed", 0)),
-        valid_size=saved.get("valid_size"),
-    )
+    data = training_data(out, data_root, cache_dir)
     cfg, model, _, step = load_run(out, dev, input_shape=data.input_shape)
     x, y = data.tensors("train", dev)
     torch.manual_seed(cfg.seed + 1)
@@ -142,15 +148,7 @@ def eta_profile(
     its curvature for the logits averaged; and of every layer where the network is fully connected).
     """
     dev = resolve_device(device)
-    saved = RunFolder(out).config()
-    full = load_dataset(
-        saved["dataset"],
-        data_root=data_root,
-        cache_dir=cache_dir,
-        train_size=saved.get("train_size"),
-        seed=int(saved.get("seed", 0)),
-        valid_size=saved.get("valid_size"),
-    )
+    full = training_data(out, data_root, cache_dir)
     num_data = len(full.y_train)  # the KL is divided by the N the run was trained on
     data = full.subset(train_size=train_size, seed=seed) if train_size else full
     cfg, model, guide, _ = load_run(out, dev, input_shape=data.input_shape)
