@@ -243,6 +243,8 @@ def test_results_table(script_run):
     table = markdown_table([out]).splitlines()
     assert table[0].startswith("| run | data |") and len(table) == 3
     assert "| mnist-rot | relu | vi | rotation ±" in table[2]
+    assert table[0].endswith("| inactive units % |") and "valid acc." not in table[0]  # only the columns it has
+    assert table[1].count("---") == table[0].count("|") - 1
 
 
 def test_eta_profile_script(script_run, cache_dir):
