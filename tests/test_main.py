@@ -1,10 +1,12 @@
 """The ``pyroinv`` command: one entry point for the scripts, installed with the package."""
+import pytest
 import subprocess
 import sys
 import shutil
 from pathlib import Path
 
 
+@pytest.mark.slow
 def test_the_pyroinv_command_dispatches_to_each_script(tmp_path):
     """``pyroinv COMMAND`` (the installed console script) and ``python -m pyroinv COMMAND``, from any folder."""
     console = shutil.which("pyroinv", path=str(Path(sys.executable).parent))

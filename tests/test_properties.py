@@ -164,6 +164,7 @@ def test_any_npz_is_accepted_whole_or_refused_in_one_line(arrays):
         assert x.shape[1:] == (2,) and np.isfinite(x).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(npz_contents(), st.sampled_from(["none", "rotation", "translation", "scale", "affine"]))
 def test_any_npz_on_the_command_line_trains_or_is_one_line(arrays, invariance):
@@ -239,6 +240,7 @@ ALTERATIONS = ["none", "truncate-latest", "truncate-both", "garbage-latest", "de
                "other-flag", "other-folder-file", "locked-by-another-host", "stale-lock", "disk-full"]
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(st.sampled_from(ALTERATIONS), st.floats(0.0, 0.99))

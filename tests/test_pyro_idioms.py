@@ -44,6 +44,7 @@ print(json.dumps({"without": without, "with": train()}))
 """
 
 
+@pytest.mark.slow
 def test_importing_pyroinv_changes_no_pyro_setting_and_a_textbook_model_trains_the_same():
     out = subprocess.run([sys.executable, "-c", TEXTBOOK], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

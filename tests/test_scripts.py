@@ -15,6 +15,7 @@ def _script(name, args, cache_dir):
                           env=env, timeout=600)
 
 
+@pytest.mark.slow
 def test_estimator_variance_script(cache_dir, mnist):
     proc = _script("estimator_variance.py", ["--dataset", "mnist", "--hidden", "8", "--samples", "2", "--batch-size",
                                              "16", "--repeats", "4", "--json"], cache_dir)
@@ -26,6 +27,7 @@ def test_estimator_variance_script(cache_dir, mnist):
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "at least 2" in bad.stderr
 
 
+@pytest.mark.slow
 def test_rff_kernel_script(cache_dir, mnist):
     proc = _script("rff_kernel.py", ["--sigma", "0.3", "0.1", "--train-size", "60", "--hidden", "512"], cache_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -48,6 +50,7 @@ def test_run_notebooks_refuses_a_missing_file(tmp_path, cache_dir):
     assert proc.returncode == 2 and "is not a notebook file" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_gpu_script_says_what_it_cannot_do_in_one_line_and_still_packs(tmp_path):
     """scripts/gpu_grid.sh on a machine without CUDA or MPS: the CUDA tests skip, the benchmark and MPS each say in
     one line why they did not run (no option the script passes is refused), the unknown table is refused, and the
@@ -64,6 +67,7 @@ def test_the_gpu_script_says_what_it_cannot_do_in_one_line_and_still_packs(tmp_p
     assert (tmp_path / "cells.tar.gz").is_file() and "packed 0 finished cells" in (tmp_path / "gpu_grid.log").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, refused", [(["--protocol", "nosuch"], "invalid choice: 'nosuch'"),
                                            (["--", "--bogus"], "unrecognized arguments: --bogus")])
 def test_the_gpu_script_passes_the_protocol_and_the_rest_to_reproduce(tmp_path, args, refused):

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 #: ``mallopt`` parameter codes from glibc's ``malloc.h``
@@ -64,6 +65,8 @@ def subnormals_flushed() -> Iterator[bool]:
     process, before torch starts its worker threads, it covers them all (the training and evaluation entry points
     do so)."""
     kept = subnormals_kept()
+    for dtype in (np.float16, np.float32, np.float64):  # numpy < 2.4 measures these on first use: measured with
+        np.finfo(dtype)  # subnormals flushed, it would warn that the smallest subnormal is zero; its cache keeps them
     applied = bool(torch.set_flush_denormal(True))
     try:
         yield applied

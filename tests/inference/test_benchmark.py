@@ -46,6 +46,7 @@ def test_evaluation_closures_run_without_autograd(path, device, monkeypatch):
     assert calls and not any(calls)
 
 
+@pytest.mark.slow
 def test_benchmark_script_quick():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "relu",
                           "--profile"], capture_output=True, text=True, timeout=600)
@@ -72,6 +73,7 @@ def test_benchmark_refuses_cuda_without_cuda(monkeypatch):
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "CUDA is not available" in out.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_times_the_cnn_s_whole_step_and_refuses_its_path_table():
     script = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "cnn"]
     out = subprocess.run([*script, "--guides", "cholesky"], capture_output=True, text=True, timeout=600)
@@ -82,6 +84,7 @@ def test_benchmark_times_the_cnn_s_whole_step_and_refuses_its_path_table():
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--guides cholesky" in refused.stderr
 
 
+@pytest.mark.slow
 def test_benchmark_precision_table_quick():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--networks", "relu",
                           "--precisions", "fp32", "bf16"], capture_output=True, text=True, timeout=600)

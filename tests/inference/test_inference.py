@@ -42,6 +42,7 @@ def perturb(guide):
             p.add_(0.3 * torch.randn_like(p))
 
 
+@pytest.mark.slow
 def test_trace_and_closed_form_elbo_agree_in_expectation():
     model, guide, x, y = tiny(hidden=6)
     perturb(guide)
@@ -66,6 +67,7 @@ def test_subsampled_plate_is_unbiased_for_full_data_loss():
     torch.testing.assert_close(torch.stack(batches).mean(), full, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_subsampled_vi_elbo_is_unbiased_on_average():
     model, guide, x, y = tiny(n=24)
     perturb(guide)

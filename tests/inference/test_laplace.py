@@ -18,6 +18,7 @@ def _problem(N=300, D=12, K=4, seed=0):
     return phi, y, K
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("structure", ["full", "kron"])
 def test_the_evidence_at_the_mode_is_laplace_torchs(structure):
     warnings.filterwarnings("ignore")

@@ -90,6 +90,7 @@ def test_the_training_gradient_is_the_first_order_gradient_of_every_layers_half_
     assert not torch.allclose(a_only, expected, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_training_learns_the_prior_precisions_moves_eta_and_resumes_exactly():
     cfg = _config(network="mlp", depth=2, hidden=8, epochs=3, min_steps=ll.REFRESH_STEPS + 3, batch_size=32)
     whole = Trainer(cfg, _data(), device="cpu")

@@ -12,6 +12,7 @@ from pyroinv.inference import memory
 from tests.run.test_experiment import ROOT, TINY, run_script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network, hidden, samples, batch, inference", [
     ("relu", 1024, 32, 128, "vi"),  # the paper's step (the warp's adjoint on the inputs)
     ("relu", 256, 16, 512, "vi"),   # B > H: the weight images are warped
@@ -47,6 +48,7 @@ def test_a_run_that_cannot_fit_stops_before_training_in_one_line(monkeypatch):
     memory.check_fits(Config(hidden=64), (1, 28, 28), 10, 1000, 100, torch.device("cpu"))
 
 
+@pytest.mark.slow
 def test_the_command_line_refuses_a_run_larger_than_the_machine(tmp_path, cache_dir, mnist):
     out = tmp_path / "huge"
     done = run_script([*TINY, "--hidden", "60000", "--samples", "512", "--batch-size", "60", "--out", str(out)],

@@ -25,6 +25,7 @@ def _batch(n: int = 24, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.rand(n, 1, 12, 12, generator=g), torch.randint(0, 4, (n,), generator=g)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("average", ["probs", "logits"])
 @pytest.mark.parametrize("elbo", ["trace", "closed-form"])
 def test_both_estimators_have_the_same_mean(average, elbo):

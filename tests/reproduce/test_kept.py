@@ -1,5 +1,6 @@
 """Cell outputs kept in the repository: a cell finished on one machine counts as finished on the next, whose
 tables include it, and what is kept is small."""
+import pytest
 import json
 
 from pyroinv.reproduce import kept
@@ -18,6 +19,7 @@ def test_thinned_metrics_keep_the_first_and_last_records_and_the_plotted_fields(
     assert kept.thinned(records[:7]) == [{"step": r["step"], "eta_human": r["eta_human"]} for r in records[:7]]
 
 
+@pytest.mark.slow
 def test_a_cell_finished_on_one_machine_is_finished_on_the_next(tiny_protocol, tmp_path, monkeypatch, mnist):  # noqa: F811
     monkeypatch.setenv("PYROINV_KEPT_RESULTS", str(tmp_path / "kept"))
     monkeypatch.setattr(kept, "KEPT_PROTOCOLS", ("tiny",))

@@ -36,6 +36,7 @@ def tiny_protocol(monkeypatch, cache_dir):
     monkeypatch.setitem(grids.PROTOCOLS, "tiny-long", {"relu": {**TINY_SETTINGS, "epochs": 150}})
 
 
+@pytest.mark.slow
 def test_cells_spread_over_two_workers_and_finished_cells_are_skipped(tiny_protocol, tmp_path, mnist):
     jobs = [Job(network("relu", "mnist-rot", fixed=90), 0, "tiny", tmp_path),
             Job(network("relu", "mnist", init=5), 1, "tiny", tmp_path)]
@@ -65,6 +66,7 @@ def test_cells_spread_over_two_workers_and_finished_cells_are_skipped(tiny_proto
         assert partial.state() == "done" and "# resume" in partial.log.read_text()
 
 
+@pytest.mark.slow
 def test_a_killed_workers_cell_resumes_with_the_results_of_an_uninterrupted_run(tiny_protocol, tmp_path, mnist):
     job = Job(network("relu", "mnist-rot", init=5), 0, "tiny-long", tmp_path / "killed")
     reference = Job(job.cell, 0, "tiny-long", tmp_path / "reference")
@@ -89,6 +91,7 @@ def test_a_killed_workers_cell_resumes_with_the_results_of_an_uninterrupted_run(
     assert not (job.out / locks.LOCK).exists()
 
 
+@pytest.mark.slow
 def test_a_cell_locked_by_another_driver_is_not_trained_twice(tiny_protocol, tmp_path, mnist):
     job = Job(network("relu", "mnist", init=5), 0, "tiny", tmp_path)
     assert locks.acquire(job.out)  # this (live) process holds the cell, as another driver would
@@ -100,6 +103,7 @@ def test_a_cell_locked_by_another_driver_is_not_trained_twice(tiny_protocol, tmp
         assert runner.run([job], report=lines.append)[job]["state"] == "trained"
 
 
+@pytest.mark.slow
 def test_an_existing_scheduler_runs_the_cells(tiny_protocol, tmp_path, mnist):
     from distributed import LocalCluster
 
@@ -132,6 +136,7 @@ def test_resources_parse_or_say_what_is_wrong():
             parse_resources([bad])
 
 
+@pytest.mark.slow
 def test_driver_command_line(tmp_path):
     script = str(ROOT / "scripts" / "reproduce.py")
     bad = subprocess.run([sys.executable, script, "table9"], capture_output=True, text=True, timeout=120)
@@ -154,6 +159,7 @@ def test_driver_command_line(tmp_path):
     assert not any(tmp_path.iterdir())  # a dry run writes nothing
 
 
+@pytest.mark.slow
 def test_a_cell_killed_before_its_first_checkpoint_starts_again_cleanly(tiny_protocol, tmp_path, mnist):
     """What a SIGKILL (the kernel's OOM killer) leaves before the first checkpoint: config, meta, a few metrics."""
     job = Job(network("relu", "mnist-rot", init=5), 0, "tiny", tmp_path)
@@ -181,6 +187,7 @@ def test_the_runner_reads_cell_states_from_the_run_folder(tmp_path):
     assert job.state() == "done"
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -196,6 +203,7 @@ def test_an_unreachable_scheduler_is_one_line_within_the_timeout(tmp_path):
     assert elapsed < 3 + 30, elapsed  # the timeout, plus starting Python and importing the package
 
 
+@pytest.mark.slow
 def test_a_scratch_runs_directory_never_rewrites_the_published_tables(tmp_path):
     script = str(ROOT / "scripts" / "reproduce.py")
     tables = ROOT / "docs" / "results" / "tables"  # the published tables' pages and their figures
@@ -219,6 +227,7 @@ def _interval(job: Job) -> tuple[float, float]:
     return (job.out / "config.json").stat().st_mtime, (job.out / "results.json").stat().st_mtime
 
 
+@pytest.mark.slow
 def test_cells_per_gpu_trains_that_many_cells_at_once_and_the_sweep_measures_them(tiny_protocol, tmp_path, mnist):
     from pyroinv.frontends.sweep import SWEEP_PROTOCOL, sweep, table
 
@@ -234,6 +243,7 @@ def test_cells_per_gpu_trains_that_many_cells_at_once_and_the_sweep_measures_the
     assert lines[0].startswith("sweep: K=2: ") and "| 2 |" in table(rows)
 
 
+@pytest.mark.slow
 def test_a_time_limit_starts_only_cells_that_can_finish_and_stops_the_rest(tiny_protocol, monkeypatch, tmp_path, mnist):
     monkeypatch.setitem(grids.PROTOCOLS, "tiny-endless", {"relu": {**TINY_SETTINGS, "epochs": 100000}})
     jobs = [Job(network("relu", "mnist-rot", fixed=a), 0, "tiny", tmp_path) for a in (45, 90)]

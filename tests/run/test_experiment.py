@@ -41,6 +41,7 @@ def script_run(tmp_path_factory, cache_dir, mnist):
     return out, proc
 
 
+@pytest.mark.slow
 def test_script_writes_every_output(script_run):
     out, proc = script_run
     for name in ("config.json", "meta.json", "metrics.jsonl", "checkpoint.pt", "results.json", "eta.png", "curves.png",
@@ -61,6 +62,7 @@ def test_a_run_at_chance_says_so(script_run):
         assert f"warning: {expected}" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_network_that_learned_nothing_is_warned_about(tmp_path, cache_dir, mnist, caplog):
     still = dict(lr=1e-9, mean_lr=1e-9, eta_lr=1e-9)  # eight steps that move nothing: the fit stays at its start
     res = run_experiment(tiny_config(inference="ml", **still), tmp_path / "still", cache_dir=cache_dir, progress=False)
@@ -120,6 +122,7 @@ def test_arviz_file(script_run):
     assert loo.elpd_loo < 0 and bool((loo.pareto_k < 1).all())  # none "very bad" (on the test set: all were)
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_matches_uninterrupted(tmp_path, cache_dir, mnist):
     full = run_experiment(tiny_config(), tmp_path / "full", cache_dir=cache_dir, progress=False)
     part = run_experiment(tiny_config(), tmp_path / "part", cache_dir=cache_dir, progress=False, max_steps=3,
@@ -135,11 +138,13 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path, cache_dir, mn
     assert [r["step"] for r in read_jsonl(tmp_path / "part" / "metrics.jsonl")] == list(range(1, 9))
 
 
+@pytest.mark.slow
 def test_python_api_ml_run(tmp_path, cache_dir, mnist):
     res = run_experiment(tiny_config(inference="ml"), tmp_path / "ml", cache_dir=cache_dir, progress=False)
     assert res["elbo_per_datapoint"] is None and res["train_loglik_per_datapoint"] < 0
 
 
+@pytest.mark.slow
 def test_evaluate_script_on_another_variant(script_run, cache_dir):
     out, _ = script_run
     env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
@@ -175,6 +180,7 @@ def test_evaluation_can_average_more_transforms_than_training(script_run, cache_
     assert more["test_nll"] != pytest.approx(same["test_nll"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_validation_set_is_held_out_reported_and_reevaluated(tmp_path, cache_dir, mnist):
     """``--valid-size``: results.json reports the predictive on the held-out images; ``evaluate.py --split valid``
     reproduces it and can then choose an evaluation setting (here S) without the test set."""
@@ -229,6 +235,7 @@ COMBINATIONS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kw", COMBINATIONS, ids=[",".join(f"{k}={v}" for k, v in c.items()) for c in COMBINATIONS])
 def test_flag_combinations_train(tmp_path, cache_dir, mnist, kw):
     kw = {"epochs": 1, **kw}
@@ -247,6 +254,7 @@ def test_results_table(script_run):
     assert table[1].count("---") == table[0].count("|") - 1
 
 
+@pytest.mark.slow
 def test_eta_profile_script(script_run, cache_dir):
     out, _ = script_run
     env = {**os.environ, "PYROINV_CACHE": str(cache_dir), "PYROINV_OFFLINE": "1"}
@@ -282,6 +290,7 @@ def test_evidence_script_gives_a_run_the_laplace_estimates_it_recorded(script_ru
     assert 1 < row["importance_ess"] <= 200 and "IS/N" in proc.stdout
 
 
+@pytest.mark.slow
 def test_plot_eta_runs_script(script_run, tmp_path):
     out, _ = script_run
     png = tmp_path / "eta.png"
@@ -294,6 +303,7 @@ def test_plot_eta_runs_script(script_run, tmp_path):
     assert bad.returncode == 2 and "one label per run" in bad.stderr
 
 
+@pytest.mark.slow
 def test_run_or_load_trains_once_resumes_and_refuses_other_settings(tmp_path, cache_dir):
     from pyroinv.errors import ConfigError
     from pyroinv.run.experiment import run_or_load
@@ -332,6 +342,7 @@ def test_evaluation_can_take_the_transforms_on_a_grid(script_run, cache_dir):
         evaluate_run(out, cache_dir=str(cache_dir), test_size=size, device="cpu", sampling="grid")
 
 
+@pytest.mark.slow
 def test_the_precision_is_recorded_in_the_config_and_the_results(tmp_path, cache_dir, mnist, caplog):
     import logging
 

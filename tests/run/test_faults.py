@@ -3,12 +3,14 @@ the tests mount one, injected errors everywhere), the user's umask, signals duri
 warnings a user cannot act on kept out of the output)."""
 import errno
 import json
+import importlib.util
 import os
 import signal
 import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +55,7 @@ def _one_error_line(stderr: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_training_is_one_line_and_resume_continues_once_there_is_room(small_disk, cache_dir,
                                                                                             mnist):
     out = small_disk("3m") / "run"
@@ -67,6 +70,7 @@ def test_a_full_disk_during_training_is_one_line_and_resume_continues_once_there
     assert resumed == 0 and json.loads((out / "results.json").read_text())["steps"] == 64
 
 
+@pytest.mark.slow
 def test_a_full_disk_after_training_keeps_the_final_checkpoint(small_disk, cache_dir, mnist):
     out = small_disk("700k") / "run"  # room for the checkpoints and metrics, not for every plot
     args = [*TINY, "--no-progress", "--out", str(out)]
@@ -79,6 +83,7 @@ def test_a_full_disk_after_training_keeps_the_final_checkpoint(small_disk, cache
     assert {p.name for p in out.iterdir()} >= {"results.json", "posterior.nc", "filters.png"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target, code, reason", [
     ("checkpoint.pt", errno.ENOSPC, "the disk is full (ENOSPC)"),
     ("posterior.nc", errno.EDQUOT, "the disk quota is exceeded (EDQUOT)"),
@@ -143,6 +148,7 @@ def test_a_failing_metrics_line_is_one_line_and_the_torn_record_is_dropped_on_re
     assert [r["step"] for r in read_jsonl(out / "metrics.jsonl")] == list(range(1, 9))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 def test_run_files_get_the_mode_the_umask_gives(tmp_path, cache_dir, mnist, umask):
     previous = os.umask(umask)
@@ -165,6 +171,7 @@ def uninterrupted(tmp_path_factory, cache_dir, mnist):
     return json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, where", [(signal.SIGINT, "run.plots.plot_filter_banks"),
                                         (signal.SIGTERM, "inference.arviz_export.save_inference_data")])
 def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tmp_path, cache_dir, uninterrupted, sig,
@@ -189,7 +196,9 @@ def test_a_signal_during_the_final_evaluation_leaves_a_folder_resume_finishes(tm
                           timeout=600)
     assert proc.returncode == 128 + sig, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert "Warning" not in proc.stderr and (tmp_path / "xdg-cache" / "arviz").exists(), proc.stderr
+    # the arviz releases that warn once a day of the refactor (0.23 on) note the day in their cache: the warning was due
+    daily = "daily_warning" in Path(importlib.util.find_spec("arviz").origin).read_text()
+    assert "Warning" not in proc.stderr and (not daily or (tmp_path / "xdg-cache" / "arviz").exists()), proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last == (f"stopped by signal {signal.Signals(sig).name} during the final evaluation, plots and ArviZ "
                     f"export; the trained checkpoint is kept, finish the run with --resume")

@@ -25,6 +25,7 @@ def trained(tmp_path_factory, cache_dir, mnist):
     return out
 
 
+@pytest.mark.slow
 def test_meta_records_what_the_data_decided(trained):
     meta = json.loads((trained / META).read_text())
     assert meta == {"input_shape": [1, 28, 28], "num_classes": 10, "num_data": 120}
@@ -98,6 +99,7 @@ def test_state_is_one_set_of_rules_for_what_a_folder_holds(tmp_path):
     assert folder.state(cfg) == DONE
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_its_first_checkpoint_starts_again_with_or_without_resume(tmp_path, cache_dir, mnist):
     out = tmp_path / "run"
     run_experiment(tiny_config(), out, cache_dir=cache_dir, progress=False, log_every=1, max_steps=2, quiet=True)

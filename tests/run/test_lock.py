@@ -24,6 +24,7 @@ def _dead_pid() -> int:
     return dead.pid
 
 
+@pytest.mark.slow
 def test_a_second_trainer_on_the_same_folder_stops_with_one_line_naming_the_holder(tmp_path, cache_dir, mnist):
     out = tmp_path / "run"
     longer = [*TINY, "--train-size", "2000", "--epochs", "50", "--log-every", "10", "--out", str(out)]
@@ -76,6 +77,7 @@ def test_a_child_works_under_the_lock_its_parent_hands_down(tmp_path, monkeypatc
     lock.release(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_run_refused_for_a_lock_writes_nothing_and_a_finished_run_releases_it(tmp_path, cache_dir, mnist):
     out = tmp_path / "new" / "run"
     out.mkdir(parents=True)

