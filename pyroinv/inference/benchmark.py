@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..data.splits import Split
 from ..model import lie
 from ..model.bnn import mc_log_predictive
 from ..model.invariance import Invariance
@@ -43,6 +44,22 @@ from ..model.warp import warp_images
 
 PATHS = ("naive", "input-aug", "pyroinv", "floor")
 COMPILED = "pyroinv-compiled"
+
+
+def random_split(num_train: int, num_test: int = 10) -> Split:
+    """``num_train`` training and ``num_test`` test images, uniform random 28x28 uint8 with labels 0-9 (seed 0):
+    the timed steps' data."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return Split(
+        "random",
+        rng.integers(0, 256, (num_train, 1, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, num_train),
+        rng.integers(0, 256, (num_test, 1, 28, 28), dtype=np.uint8),
+        rng.integers(0, 10, num_test),
+        10,
+    )
 
 
 def _setup(network: str, hidden: int, samples: int, batch: int, device: str = "cpu", seed: int = 0):
@@ -126,22 +143,11 @@ def svi_step_function(
     guide (the paper's Cholesky guide, or a Pyro AutoGuide) and fused Adam, the paper's defaults otherwise) on
     ``num_train`` random 28x28 images (default four batches): the trainer's ``train_step(sync=True)``; with
     ``cuda_graph``, on a CUDA device, replayed as a CUDA graph after its warm-up steps."""
-    import numpy as np
 
     from ..config import Config
-    from ..data.splits import Split
     from .train import Trainer
 
-    rng = np.random.default_rng(0)
-    n = num_train or 4 * batch
-    data = Split(
-        "random",
-        rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
-        rng.integers(0, 10, n),
-        rng.integers(0, 256, (10, 1, 28, 28), dtype=np.uint8),
-        rng.integers(0, 10, 10),
-        10,
-    )
+    data = random_split(num_train or 4 * batch)
     cfg = Config(
         network=network,
         hidden=hidden,
@@ -283,23 +289,13 @@ def training_memory(
     process's peak resident memory (CPU) or the allocator's peak (CUDA) from just before the
     :class:`~pyroinv.inference.train.Trainer` is built (the data already loaded, as in a run) to after ``steps``
     training steps on random 28x28 images. Run it in a fresh process: the resident peak cannot be lowered."""
-    import numpy as np
 
     from ..config import Config
-    from ..data.splits import Split
     from .memory import estimate, resident_bytes
     from .train import Trainer
 
-    rng = np.random.default_rng(0)
     n_test = 10
-    data = Split(
-        "random",
-        rng.integers(0, 256, (num_train, 1, 28, 28), dtype=np.uint8),
-        rng.integers(0, 10, num_train),
-        rng.integers(0, 256, (n_test, 1, 28, 28), dtype=np.uint8),
-        rng.integers(0, 10, n_test),
-        10,
-    )
+    data = random_split(num_train, n_test)
     cfg = Config(
         network=network,
         hidden=hidden,
