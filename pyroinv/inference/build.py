@@ -92,7 +92,8 @@ def build_model(
     else:
         path = "inputs" if m.transforms_on == "inputs" else transforms_on
         features = BodyFeatures(body, input_shape, invariance, path=path, blur_sigma=cfg.blur_sigma)
-    set_product_dtype(features, resolve_precision(cfg.precision, device))  # the products' dtype on ``device``
+    precision = resolve_precision(cfg.precision, device)
+    set_product_dtype(features, precision)  # the products' dtype on ``device``
     model = InvariantBNN(
         features,
         num_classes,
@@ -107,6 +108,7 @@ def build_model(
     guide = m.build_guide(
         num_classes, cast(int, features.num_features), cfg.guide_init_scale, cfg.estimator, cfg.guide, cfg.alpha
     )
+    set_product_dtype(guide, precision)  # the draw's product ``L eps`` of the Cholesky guide
     return model, guide
 
 

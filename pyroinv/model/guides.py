@@ -31,6 +31,7 @@ from torch.distributions.utils import _standard_normal
 
 from . import kernels
 from .estimators import num_draws, w2_plates
+from .precision import mm
 from .scope import PyroinvModule
 
 
@@ -40,26 +41,38 @@ class CholeskyMVN(dist.MultivariateNormal):
     (:class:`pyroinv.model.kernels.CholeskyNoiseReparam`). Its density and samples are the parent's."""
 
     def __init__(
-        self, loc: torch.Tensor, scale_tril: torch.Tensor, scale_diag: torch.Tensor, validate_args: bool | None = None
+        self,
+        loc: torch.Tensor,
+        scale_tril: torch.Tensor,
+        scale_diag: torch.Tensor,
+        validate_args: bool | None = None,
+        product_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__(loc, scale_tril=scale_tril, validate_args=validate_args)
         self.scale_diag = scale_diag
+        #: the dtype of the draw's product ``L eps`` (``None``: float32; :mod:`pyroinv.model.precision`)
+        self.product_dtype = product_dtype
 
     def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = torch.Size()) -> torch.Tensor:
         """``loc + L eps`` with the parent's ``eps``; ``L eps`` is one product per class
         (:func:`pyroinv.model.kernels.scaled_noise`), where the parent's broadcast ``matmul`` would copy ``L`` once
-        per draw (128 copies of a ``(10, 513, 513)`` factor a step under the per-example estimator)."""
-        if not kernels.enabled():
+        per draw (128 copies of a ``(10, 513, 513)`` factor a step under the per-example estimator). With a
+        ``product_dtype`` the product's operands are in that dtype, the result in float32."""
+        if not kernels.enabled() and self.product_dtype is None:
             return super().rsample(sample_shape)
         shape = self._extended_shape(sample_shape)
         eps = _standard_normal(shape, dtype=self.loc.dtype, device=self.loc.device)
-        return self.loc + kernels.scaled_noise(self._unbroadcasted_scale_tril, eps)
+        L = self._unbroadcasted_scale_tril
+        if not kernels.enabled():  # the parent's formula, its product in ``product_dtype``
+            return self.loc + mm(L, eps.unsqueeze(-1), self.product_dtype).squeeze(-1)
+        return self.loc + kernels.scaled_noise(L, eps, self.product_dtype)
 
     def expand(
         self, batch_shape: torch.Size | list[int] | tuple[int, ...], _instance: CholeskyMVN | None = None
     ) -> CholeskyMVN:
         new = super().expand(batch_shape, _instance=self.__new__(type(self)) if _instance is None else _instance)
         new.scale_diag = self.scale_diag
+        new.product_dtype = self.product_dtype
         return new
 
 
@@ -79,6 +92,9 @@ class ClassCholeskyGuide(PyroinvModule):
     and gradients without the solve).
     """
 
+    #: the dtype of the draw's product ``L eps`` (``None``: float32; set by
+    #: :func:`pyroinv.model.precision.set_product_dtype`)
+    product_dtype: torch.dtype | None = None
     # PyroParams: PyroModule turns each into a constrained parameter, read back as a tensor
     loc: torch.Tensor
     diag: torch.Tensor
@@ -118,7 +134,13 @@ class ClassCholeskyGuide(PyroinvModule):
         """``q(W2)``: batch ``(K,)``, event ``(D,)``."""
         # L is lower triangular with a positive diagonal by construction: skip the O(K D^2) validation
         diag = self.diag
-        return CholeskyMVN(self.loc, scale_tril=self.scale_tril(diag), scale_diag=diag, validate_args=False)
+        return CholeskyMVN(
+            self.loc,
+            scale_tril=self.scale_tril(diag),
+            scale_diag=diag,
+            validate_args=False,
+            product_dtype=self.product_dtype,
+        )
 
     def forward(self, x: torch.Tensor | None = None, y: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
         """The ``W2`` site: during training (labels ``y`` given) one draw per batch or per example (``estimator``),

@@ -14,7 +14,8 @@ the two: the same values and gradients.
   ``<M_s w, x> = <w, M_s^T x>``, cheaper when B < H (plain: warp the H weight images, the paper's
   description); on the CPU one sparse product, elsewhere ``grid_sample``'s own backward kernel.
 * :func:`scale_tril`: ``L = diag(d) + V * lower`` in one pass each way (plain: ``diag_embed`` and a product).
-* :func:`scaled_noise`: ``L eps`` for many draws per class as one ``(D, D) @ (D, n)`` product per class.
+* :func:`scaled_noise`: ``L eps`` for many draws per class as one ``(D, D) @ (D, n)`` product per class (in
+  the guide's product dtype, :mod:`pyroinv.model.precision`).
 * :class:`CholeskyNoiseReparam` (a Pyro reparameteriser, applied to the guide under ``Trace_ELBO`` by
   :func:`pyroinv.inference.build.build_loss`): ``W2 ~ q`` drawn as a ``Delta`` at ``mu + L eps``,
   ``eps ~ N(0, I)``, whose log-density is the draw's ``log q(W2) = log N(eps; 0, I) - log |L|``, with no
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 from pyro.infer.reparam.reparam import Reparam, ReparamMessage, ReparamResult
 
 from .. import settings
+from .precision import mm
 
 
 def enabled() -> bool:
@@ -141,16 +143,21 @@ def scale_tril(offdiag: torch.Tensor, diag: torch.Tensor, lower: torch.Tensor) -
     return _ScaleTril.apply(offdiag, diag, lower)
 
 
-def scaled_noise(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+def scaled_noise(L: torch.Tensor, eps: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``L eps`` for ``L`` ``(K, D, D)`` and ``eps`` ``(..., K, D)``: many draws per class (the ``local``
     estimator's one per example) as one ``(D, D) @ (D, n)`` product per class rather than ``n``
-    matrix-vector products that each read the whole of ``L``."""
+    matrix-vector products that each read the whole of ``L``. With ``dtype`` (bfloat16 under
+    ``--precision bf16``) the product's operands are cast to it, ``eps`` laid out contiguously for the product,
+    and the result returned in ``L``'s dtype (:func:`pyroinv.model.precision.mm`)."""
     if L.dim() == 3 and eps.dim() > 2 and eps.shape[-2:] == L.shape[:2]:
         K, D = L.shape[0], L.shape[1]
         flat = eps.reshape(-1, K, D).permute(1, 2, 0)  # (K, D, n)
-        # contiguous: the sums over D that follow (the densities of the draw) read it row by row
-        return torch.matmul(L, flat).permute(2, 0, 1).contiguous().reshape(eps.shape)
-    return (L @ eps.unsqueeze(-1)).squeeze(-1)
+        if dtype is None:
+            # contiguous: the sums over D that follow (the densities of the draw) read it row by row
+            return torch.matmul(L, flat).permute(2, 0, 1).contiguous().reshape(eps.shape)
+        product = torch.matmul(L.to(dtype), flat.to(dtype).contiguous()).to(L.dtype)
+        return product.permute(2, 0, 1).contiguous().reshape(eps.shape)
+    return mm(L, eps.unsqueeze(-1), dtype).squeeze(-1)
 
 
 class CholeskyNoiseReparam(Reparam):
@@ -171,10 +178,11 @@ class CholeskyNoiseReparam(Reparam):
             # ReparamResult not: the ignore)
             return {"fn": fn, "value": msg["value"], "is_observed": msg["is_observed"]}  # type: ignore[typeddict-item]
         L = fn._unbroadcasted_scale_tril
+        dtype = getattr(fn, "product_dtype", None)
         diag = getattr(fn, "scale_diag", None)
         diag = L.diagonal(dim1=-2, dim2=-1) if diag is None else diag
         eps = torch.randn(fn.loc.shape, dtype=fn.loc.dtype, device=fn.loc.device)
-        value = fn.loc + scaled_noise(L, eps)
+        value = fn.loc + scaled_noise(L, eps, dtype)
         log_density = -0.5 * (fn.event_shape[0] * math.log(2 * math.pi) + eps.pow(2).sum(-1)) - diag.log().sum(-1)
         return {
             "fn": dist.Delta(value, log_density=log_density, event_dim=1, validate_args=False),

@@ -8,8 +8,11 @@ bfloat16. Under ``precision="bf16"`` the package computes those products, and th
     mm(a, b) = float32(bf16(a) @ bf16(b))    (bfloat16 operands and result, float32 accumulation inside),
 
 forward and backward (autograd casts the incoming gradient to bfloat16 for the two backward products and the
-gradients of ``a`` and ``b`` back to float32). Everything else stays in float32: the blur and the warps, the bias,
-the activations, ``q(W2)``, the KL, the log-likelihood, the Laplace curvature, ``eta``'s transforms and Adam's state.
+gradients of ``a`` and ``b`` back to float32). The Cholesky guide's draw ``W2 = mu + L eps`` takes its product
+``L eps`` the same way: under the per-example estimator it is ``K D^2 B`` multiply-adds forward and as many
+backward, as large as the first layer's product at the paper's sizes. Everything else stays in float32: the blur and
+the warps, the bias, the activations, ``q(W2)``'s parameters and density, the KL, the log-likelihood, the Laplace
+curvature, ``eta``'s transforms and Adam's state.
 ``"auto"`` is bfloat16 where the device has native bfloat16 products, float32 elsewhere.
 """
 
@@ -78,7 +81,7 @@ def products_in(dtype: torch.dtype | None, device_type: str) -> Iterator[None]:
 
 
 def set_product_dtype(module: torch.nn.Module, precision: str) -> None:
-    """Give every feature map inside ``module`` the product dtype of the resolved ``precision``."""
+    """Give every feature map (and Cholesky guide) inside ``module`` the product dtype of the resolved ``precision``."""
     dtype = PRODUCT_DTYPES[precision]
     for m in module.modules():
         if hasattr(type(m), "product_dtype"):
