@@ -283,17 +283,18 @@ class Trainer:
             yield self.train_step()
 
     @torch.no_grad()
-    def diagnostics(self) -> dict[str, float]:
+    def diagnostics(self, units: bool = True) -> dict[str, float]:
         """Where the fit stands: ``kl_per_datapoint`` = KL(q || p) / N (VI only), the guide's ``q_scale`` (mean
         diagonal of the ``L_c``; 1 at ``L = I``) and ``mu_norm`` (``||mu||``, or ``||W2_hat||`` of a point guide).
 
         A collapsed q shows as ``q_scale`` far below 1 with KL/N of tenths of a nat; the regime in which the
         ELBO rewards invariance keeps ``q_scale`` near 1 and KL/N at hundredths. ``inactive_units``: the share of
         the last hidden layer that is zero on the first :data:`UNIT_PROBE_IMAGES` training images under one draw
-        of S transforms (:meth:`inactive_units`).
+        of S transforms (:meth:`inactive_units`; left out with ``units=False``, as it costs most of a step).
         """
         out = dict(self.guide.diagnostics())
-        out["inactive_units"] = self.inactive_units()
+        if units:
+            out["inactive_units"] = self.inactive_units()
         if method(self.cfg.inference).bayesian:
             out["kl_per_datapoint"] = (
                 float(self.guide.regulariser(self.model.prior(device=self.device))) / self.num_data
