@@ -130,7 +130,7 @@ def train_loop(
                         f"--eta-constraint tanh"
                     )
             if record_now:
-                units = units_due(rec["step"], log_every, trainer.steps_per_epoch, trainer.done)
+                units = units_due(int(rec["step"]), log_every, trainer.steps_per_epoch, trainer.done)
                 r = metrics_record(trainer, {**rec, **trainer.losses()}, units=units)
                 callbacks.record(r)
                 if "inactive_units" in r:
