@@ -6,6 +6,9 @@ column, and a seed; under a protocol it is one :class:`~pyroinv.config.Config`, 
 
 Protocols:
 
+Every protocol pins the recipe its kept cells were made with (:data:`KEPT_RECIPE`, today's defaults), so a change of
+a default leaves them, and the cells, as they are.
+
 * ``paper``: the package's defaults, i.e. the paper's settings (§4) where it states them: all 60,000
   training and 10,000 test images, H = 1,024, S = 32, Adam lr 1e-3 cosine-annealed, batch 128, q
   initialised at mu = 0, L = I, alpha = 1; and, where it leaves them open or where they are changed
@@ -32,7 +35,7 @@ translation at ±0.5 px, scale at ×exp(±0.05), affine at all of these and shea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from ..config import Config
@@ -54,6 +57,31 @@ def _earlier(lr: float, relu: bool) -> dict[str, Any]:
         **({"guide_init_scale": 0.05} if relu else {}),
     }
 
+
+#: The training recipe the kept cells were made with (the package's defaults of 2026-11), pinned under every
+#: protocol, so that a change of a default does not silently turn the kept cells into "other settings": a protocol
+#: made with new defaults is a new protocol. :meth:`Cell.argv` writes a pinned setting only where it differs from
+#: today's default (None, "as --lr", is a default that has no flag).
+KEPT_RECIPE: dict[str, Any] = {
+    "elbo": "trace",
+    "estimator": "local",
+    "average": "logits",
+    "sampling": "stochastic",
+    "epochs": 10,
+    "batch_size": 128,
+    "lr": 1e-3,
+    "mean_lr": 0.05,
+    "eta_lr": 0.05,
+    "w1_lr": None,
+    "eta_warmup": 0,
+    "alpha": 1.0,
+    "guide": "cholesky",
+    "guide_init_scale": 1.0,
+    "w1_init_scale": 0.15,
+    "eta_constraint": "tanh",
+    "blur_sigma": 0.1,
+    "precision": "fp32",
+}
 
 _CPU_SIZES = {"train_size": 20000, "test_size": 2000, "hidden": 512, "samples": 16}
 #: the deeper networks under the cpu protocol: the mlp as the paper's network with three layers; the CNN with 256
@@ -113,12 +141,22 @@ def protocol_settings(protocol: str, kind: str) -> dict[str, Any]:
             f"the {protocol} protocol has no settings for --network {kind}; it has them for "
             f"{', '.join(PROTOCOLS[protocol])}"
         )
-    return {"network": kind, **PROTOCOLS[protocol][kind]}
+    own = {"network": kind, **PROTOCOLS[protocol][kind]}
+    return {**own, **{k: v for k, v in KEPT_RECIPE.items() if k not in own}}
 
 
 def protocol_flags(protocol: str, kind: str) -> list[str]:
-    """:func:`protocol_settings` written as command-line flags."""
-    return settings_argv(protocol_settings(protocol, kind))
+    """:func:`protocol_settings` written as command-line flags (the pinned recipe where it differs from today's
+    defaults)."""
+    settings = protocol_settings(protocol, kind)
+    return settings_argv(settings if kind == "sgpr" else _as_written(settings, protocol, kind, {}))
+
+
+def _as_written(values: dict[str, Any], protocol: str, kind: str, cell: dict[str, Any]) -> dict[str, Any]:
+    """``values`` without the pinned recipe's settings that equal today's defaults (and that neither the protocol
+    nor the cell sets): the flags a command line needs."""
+    own = {**PROTOCOLS[protocol][kind], **cell}
+    return {k: v for k, v in values.items() if k in own or k not in KEPT_RECIPE or v != _DEFAULTS[k]}
 
 
 @dataclass(frozen=True)
@@ -189,9 +227,16 @@ class Cell:
         return Config(**values).validate()
 
     def argv(self, protocol: str, seed: int, out: str) -> list[str]:
-        """The script's command line of :meth:`values` (so of :meth:`config`), with ``--out``."""
-        return [*settings_argv(self.values(protocol, seed)), "--out", out]
+        """The script's command line of :meth:`values` (so of :meth:`config`), with ``--out``; the pinned recipe
+        (:data:`KEPT_RECIPE`) only where it differs from today's default."""
+        values = self.values(protocol, seed)
+        if self.kind != "sgpr":
+            values = _as_written(values, protocol, self.kind, dict(self.settings))
+        return [*settings_argv(values), "--out", out]
 
+
+#: today's defaults of the pinned recipe's settings
+_DEFAULTS = {f.name: f.default for f in fields(Config) if f.name in KEPT_RECIPE}
 
 #: the settings :meth:`Cell.name` spells out by name
 _NAMED = ("dataset", "invariance", "inference", "fixed_eta", "init_eta", "width_weight", "jacobian", "train_size")

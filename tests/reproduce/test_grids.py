@@ -143,3 +143,33 @@ def test_a_longer_deep_run_trains_with_its_own_method():
     cfg = cell.config("cpu", 0)
     assert (cfg.inference, cfg.epochs, cfg.network) == ("laplace", 30, "cnn")
     assert cell.name(0) == "cnn-mnist-rot-rotation-laplace-init5-e30-s0"
+
+
+def _change_a_default(monkeypatch, name: str, value):
+    """What a change of ``Config``'s default of ``name`` does to a fresh ``Config()`` and to the grids' view of the
+    defaults, without editing the class."""
+    import inspect
+
+    from pyroinv.reproduce import grids
+
+    params = [p for p in inspect.signature(Config.__init__).parameters.values() if p.default is not p.empty]
+    defaults = list(Config.__init__.__defaults__)
+    defaults[[p.name for p in params].index(name)] = value
+    monkeypatch.setattr(Config.__init__, "__defaults__", tuple(defaults))
+    monkeypatch.setitem(grids._DEFAULTS, name, value)
+
+
+def test_a_changed_default_leaves_the_kept_cells_settings_pinned(monkeypatch):
+    """The protocols pin the recipe the kept cells were made with (KEPT_RECIPE): after a default changes, a cell's
+    config and its command line still hold the old value, and today's unchanged defaults stay off the command."""
+    from pyroinv.reproduce.grids import KEPT_RECIPE
+
+    cell = tables()["tableC2"].rows["learned (5° init)"]["mnist-rot"]
+    before_cfg, before_argv = cell.config("cpu", 0), cell.argv("cpu", 0, "x")
+    assert "--w1-init-scale" not in before_argv and "--w1-lr" not in before_argv  # today's defaults: not written
+    _change_a_default(monkeypatch, "w1_init_scale", 1.0)
+    assert Config().w1_init_scale == 1.0 and KEPT_RECIPE["w1_init_scale"] == 0.15
+    assert cell.config("cpu", 0) == before_cfg and cell.config("paper", 0).w1_init_scale == 0.15
+    argv = cell.argv("cpu", 0, "x")
+    assert argv[argv.index("--w1-init-scale") + 1] == "0.15"
+    assert config_from_args(train_parser().parse_args(argv)) == before_cfg
