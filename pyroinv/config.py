@@ -314,7 +314,7 @@ class Config:
     seed: int = setting(0, "random seed (data subset, initialisation, sampling)", "int")
     precision: str = setting(
         "fp32",
-        "the network's large products in float32, or in bfloat16 with float32 "
+        "the network's large products and the guide's draw of W2 in float32, or in bfloat16 with float32 "
         "accumulation (bf16; everything else stays float32); auto: bf16 where the processor or "
         "card has native bfloat16 products",
         choices=PRECISIONS,
