@@ -60,6 +60,11 @@ def test_auto_resolves_by_the_device(monkeypatch):
     assert resolve_precision("auto", "cpu") == ("bf16" if native_bf16("cpu") else "fp32")
     with pytest.raises(ValueError, match="precision 'fp16' is not one of fp32, bf16, auto"):
         resolve_precision("fp16", "cpu")
+    from pyroinv.model import precision
+
+    for flags, chosen in ((frozenset({"avx2"}), "fp32"), (frozenset({"avx512_bf16"}), "bf16"), (frozenset({"amx_bf16"}), "bf16")):
+        monkeypatch.setattr(precision, "_cpu_flags", lambda flags=flags: flags)
+        assert resolve_precision("auto", "cpu") == chosen  # a processor without native bfloat16 keeps float32
 
 
 
