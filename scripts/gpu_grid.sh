@@ -19,7 +19,8 @@
 #   --cells-per-gpu K  cells at once on each GPU (default: reproduce.py's)
 #   --benchmark      first run the CUDA-only tests, then time a whole training step against the network floor,
 #                    each step waited for and steps queued as training runs them, with a profile of the kernels a
-#                    step launches (scripts/benchmark.py --profile)
+#                    step launches (scripts/benchmark.py --profile), and the step in float32 and bfloat16 against
+#                    both floors (--precisions fp32 bf16)
 #   --sweep "1 2 4 8"  instead of the grid, measure cells per hour at each number of concurrent cells
 #                      (short paper-size cells in a scratch folder; writes DIR/sweep.json with --pack)
 #   --mps            run the cells under CUDA's Multi-Process Service, so that the kernels of the cells sharing a
@@ -123,7 +124,7 @@ if [ "$BENCH" = 1 ]; then
   { timeout 180 "$PY" -m pytest -q -p no:cacheprovider -k cuda tests/model tests/inference/test_train.py \
       tests/inference/test_benchmark.py tests/inference/test_step_graph.py \
       || echo "gpu_grid: the CUDA tests failed or timed out (exit $?)"; } 2>&1 | tee -a "$LOG"
-  for extra in "--eval-batches 128 --profile" "--pyro-elbos"; do
+  for extra in "--eval-batches 128 --profile" "--pyro-elbos" "--precisions fp32 bf16"; do
     { timeout 90 "$PY" scripts/benchmark.py --device cuda --batches 128 --networks relu $extra \
         || echo "gpu_grid: scripts/benchmark.py $extra failed or timed out (exit $?)"; } 2>&1 | tee -a "$LOG"
   done
