@@ -38,7 +38,8 @@ from .scope import PyroinvModule
 class CholeskyMVN(dist.MultivariateNormal):
     """``MultivariateNormal(loc, scale_tril=L)`` that also holds the diagonal of ``L`` as its own tensor,
     ``scale_diag`` (unbroadcast, like ``L``), so that ``log |L| = sum_i log L_ii`` can take its gradient there
-    (:class:`pyroinv.model.kernels.CholeskyNoiseReparam`). Its density and samples are the parent's."""
+    (:class:`pyroinv.model.kernels.CholeskyNoiseReparam`). Its density and samples are the parent's; with a
+    ``product_dtype`` (bfloat16 under ``--precision bf16``) the samples' product ``L eps`` takes that dtype."""
 
     def __init__(
         self,
