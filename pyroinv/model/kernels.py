@@ -155,7 +155,7 @@ def scaled_noise(L: torch.Tensor, eps: torch.Tensor, dtype: torch.dtype | None =
         if dtype is None:
             # contiguous: the sums over D that follow (the densities of the draw) read it row by row
             return torch.matmul(L, flat).permute(2, 0, 1).contiguous().reshape(eps.shape)
-        product = torch.matmul(L.to(dtype), flat.to(dtype).contiguous()).to(L.dtype)
+        product = mm(L, flat.to(dtype).contiguous(), dtype)  # eps cast once, laid out for the product
         return product.permute(2, 0, 1).contiguous().reshape(eps.shape)
     return mm(L, eps.unsqueeze(-1), dtype).squeeze(-1)
 
