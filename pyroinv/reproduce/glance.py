@@ -1,5 +1,5 @@
 """The reproduction at a glance: one table at the top of docs/results/tables/claims.md with the paper's number and
-ours, per headline cell and per claim, at the paper's sizes and under the cpu protocol.
+ours, per headline cell and per claim, at the paper's sizes (10 and 30 epochs) and under the cpu protocol.
 
 It is a summary of sections of the tables' pages, not a new measurement: the headline and claims sections of each
 protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cells' results, on ``headline.md`` and
@@ -13,6 +13,7 @@ GLANCE = "reproduce:glance"
 #: the protocols summarised, as columns
 COLUMNS = (
     ("paper", "paper protocol: 60,000 images, H = 1,024, S = 32, 10 epochs"),
+    ("paper-e30", "paper-e30 protocol: the same, 30 epochs, bfloat16"),
     ("cpu", "cpu protocol: 20,000 images, H = 512, S = 16, 24 epochs"),
 )
 DATASETS = (("fully rotated", "fully rotated"), ("partially rotated", "partially rotated"), ("regular", "regular"))
@@ -74,12 +75,12 @@ def glance_section(text: str) -> str:
         "## Reproduction at a glance",
         "",
         "The paper's number and ours, for the headline cells (test accuracy; learned rotation) and for each of "
-        "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes and under the "
-        "reduced cpu protocol. Summarised from the headline and claims sections below (rules in "
+        "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes (trained for 10 "
+        "and for 30 epochs) and under the reduced cpu protocol. Summarised from the headline and claims sections below (rules in "
         '`pyroinv/reproduce/claims.py`); "not run": its cells have not run under that protocol.',
         "",
         "| | the paper | " + " | ".join(label for _, label in COLUMNS) + " |",
-        "|---|---|---|---|",
+        "|---|---|" + "---|" * len(COLUMNS),
     ]
     for label, row, col in HEADLINE:
         papers = [_split(accuracy[p].get((row, col), ""))[0] for p, _ in COLUMNS]

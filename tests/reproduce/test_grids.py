@@ -6,8 +6,11 @@ from pyroinv.frontends.sgpr import parser as sgpr_parser
 from pyroinv.frontends.train import config_from_args, train_parser
 from pyroinv.config import Config
 from pyroinv.errors import ConfigError
+from pyroinv.paths import project_root
 from pyroinv.reproduce.grids import PROTOCOLS, Cell, tables
 from pyroinv.reproduce.paper import TABLE_2, TABLE_C2
+
+ROOT = project_root()
 
 
 def _all_cells():
@@ -86,6 +89,20 @@ def test_protocols():
     steps = lambda c: c.epochs * -(-c.train_size // c.batch_size)  # noqa: E731
     assert (all_images.train_size, all_images.hidden, all_images.samples) == (60000, 512, 16)
     assert abs(steps(all_images) - steps(cpu)) / steps(cpu) < 0.01  # the same training budget in steps
+
+
+def test_the_paper_e30_protocol_is_the_paper_protocol_trained_three_times_as_long_in_bfloat16(tmp_path, monkeypatch):
+    cell = tables()["headline"].rows["learned (5° init)"]["mnist-rot"]
+    paper, longer = cell.config("paper", 0).to_dict(), cell.config("paper-e30", 0).to_dict()
+    assert {k: (paper[k], longer[k]) for k in paper if paper[k] != longer[k]} == {
+        "epochs": (10, 30), "precision": ("fp32", "bf16")}
+    argv = cell.argv("paper-e30", 0, "x")
+    assert config_from_args(train_parser().parse_args(argv)).to_dict() == longer
+    from pyroinv.reproduce.runner import Job
+
+    monkeypatch.setenv("PYROINV_KEPT_RESULTS", str(ROOT / "results"))
+    kept = Job(cell, 0, "paper-e30", tmp_path).kept()  # the kept cell of results/paper-e30/, as the grid writes it
+    assert kept is not None and kept.parent.name == "paper-e30"
 
 
 def test_shared_cells_run_once_and_rows_filter():
