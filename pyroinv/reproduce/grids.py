@@ -103,7 +103,11 @@ _PAPER_DEEP = {"mlp": {"depth": 3}, "cnn": {"hidden": 256}}
 PROTOCOLS: dict[str, dict[str, dict[str, Any]]] = {
     "paper": {"relu": {}, "rff": {}, **_PAPER_DEEP},
     "cpu": {"relu": {**_CPU_SIZES, "epochs": 24}, "rff": {**_CPU_SIZES, "epochs": 24}, **_CPU_DEEP},
-    "paper-e30": {"relu": dict(_LONGER_BF16), "rff": dict(_LONGER_BF16)},
+    "paper-e30": {
+        "relu": dict(_LONGER_BF16),
+        "rff": dict(_LONGER_BF16),
+        **{kind: {**own, **_LONGER_BF16} for kind, own in _PAPER_DEEP.items()},
+    },
     "cpu-60k": {
         "relu": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
         "rff": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
