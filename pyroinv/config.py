@@ -155,8 +155,12 @@ class Config:
       predictive's accuracy and NLL on them, so settings can be chosen without the test set.
     * ``min_steps=0``: a run lasts ``epochs`` passes, as in the paper; a positive value lengthens a run on a small
       training set to at least that many steps (whole epochs), e.g. for the data-efficiency grid.
-    * ``epochs=10`` and ``init_eta=None`` (near no invariance, :data:`pyroinv.model.lie.SMALL_START`: ±5° for
-      rotation) are not stated in the paper.
+    * ``epochs=30``: not stated in the paper. At its sizes on fully rotated MNIST the bound per image is -0.153
+      after 10 epochs and -0.097 after 30 (the paper's: -0.07), and on a held-out validation set three times the
+      epochs score higher (cpu protocol: 96.70% against 95.55%); the kept cells of the ``paper`` protocol are
+      10-epoch runs (docs/results/deviations.md, "Where the bound goes").
+    * ``init_eta=None``: near no invariance (:data:`pyroinv.model.lie.SMALL_START`: ±5° for rotation), not stated
+      in the paper.
 
     ``init_eta`` / ``fixed_eta`` are in human units: degrees for rotation, pixels for
     translation, log-scale for scale and shear (for ``affine``, each generator in its unit).
@@ -229,7 +233,7 @@ class Config:
     )
     fixed_eta: float | None = setting(None, "hold eta fixed at this value (same units); not learned", "float")
     eta_constraint: str = setting("tanh", "optional constraint on eta (Appendix E)", choices=CONSTRAINTS)
-    epochs: int = setting(10, "passes over the training set", "pos_int")
+    epochs: int = setting(30, "passes over the training set", "pos_int")
     min_steps: int = setting(
         0,
         "train for at least this many steps (whole epochs): more passes over a small training set",

@@ -215,7 +215,7 @@ class InvariantClassifier:
         Args:
             x, y: tensors or arrays (see :mod:`pyroinv.classifier.inputs`); or ``x`` a ``Dataset`` or ``DataLoader``
                 of ``(input, label)`` pairs and no ``y``; or a :class:`~pyroinv.data.splits.Split`.
-            epochs: passes over the data (default: the ``epochs`` setting, 10).
+            epochs: passes over the data (default: the ``epochs`` setting, 30).
             valid: a validation set (a pair, a Dataset or a DataLoader): its accuracy and NLL under the posterior
                 predictive go to :attr:`valid_metrics`.
             device: ``"cpu"``, ``"cuda"`` or ``"auto"`` (default: the ``device`` setting).
