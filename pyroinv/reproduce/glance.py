@@ -99,6 +99,6 @@ def glance_section(text: str) -> str:
         for p, _ in COLUMNS:
             measured, verdict = claims[p].get(name, ("", "not run"))
             verdict = verdict.split(":")[0]  # "undecided: ..." -> "undecided"
-            cells.append(verdict if verdict == "not run" or len(measured) > 48 else f"{verdict}: {measured}")
+            cells.append(verdict if verdict == "not run" or len(measured) > 60 else f"{verdict}: {measured}")
         lines.append(f"| claim {name} | as claimed | " + " | ".join(cells) + " |")
     return "\n".join(lines)
