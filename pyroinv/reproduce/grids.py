@@ -16,10 +16,10 @@ a default leaves them, and the cells, as they are.
   (docs/results/deviations.md), the per-example ELBO estimator, logits averaged over the transforms
   (Appendix A), mu and eta stepped at 0.05, eta_rot bounded by tanh, W1 started at 0.15 x Xavier, 10 epochs.
 * ``paper-e30``: ``paper`` trained for 30 epochs rather than 10 (the paper states no number; 30 is the default),
-  with the network's and the guide's products in bfloat16 (``--precision bf16``: half the time on a processor with bfloat16 units; η,
-  the bound and the accuracy within the float32 seed spread, docs/results/beyond.md). On fully rotated MNIST the bound
-  per image is -0.153 after 10 epochs and -0.097 after 30, against the paper's -0.07 (Table C.2;
-  docs/results/deviations.md, "Where the bound goes").
+  with the network's and the guide's products in bfloat16 (``--precision bf16``: half the time on a processor with
+  bfloat16 units; η, the bound and the accuracy within the float32 seed spread, docs/results/beyond.md). On fully
+  rotated MNIST the bound per image is -0.153 after 10 epochs and -0.097 after 30, against the paper's -0.07
+  (Table C.2; docs/results/deviations.md, "Where the bound goes").
 * ``cpu``: the same, reduced so a grid finishes on a 2-core CPU: 20,000 training and 2,000 test
   images (class-balanced), H = 512, S = 16, 24 epochs (3,768 steps). These are the settings
   of ``scripts/main.sh``. ``cpu-probs`` is the same with the probabilities averaged over the transforms
