@@ -24,6 +24,8 @@ LAPLACE_LAYERS = ("last", "all")
 GUIDES = ("cholesky", "autonormal", "autolowrank")
 #: settings that one network alone reads -> that network (another value than the default elsewhere is refused)
 NETWORK_FIELDS = {"depth": "mlp", "channels": "cnn", "activation": "cnn"}
+#: the networks whose first layer ``--w1-standardize`` can standardise (a fully connected layer over the pixels)
+STANDARDIZED_NETWORKS = ("relu", "mlp")
 
 
 #: the kinds of setting, each checked one way (:meth:`Config.validate`) and parsed one way (the command line)
@@ -138,6 +140,16 @@ class Config:
     * ``w1_lr=None``: the network's own weights (``W1``, a deeper network's hidden layers, a user's body) at
       ``lr``, as in the paper. A value steps them at their own rate: with ``W1 = c W'`` (``W'`` Xavier) Adam at
       rate ``r`` on ``W1`` is Adam at ``r / c`` on ``W'`` with a fixed factor ``c`` on the features.
+    * ``w1_standardize=False``: ``W1`` learned as it is, as in the paper. ``True`` learns each unit's weights as a
+      centred, unit-rms ``V_h`` times a learned gain ``g_h`` (weight standardisation, Qiao et al., 2019;
+      :class:`pyroinv.model.networks.InvariantFeatures`), started at the same ``W1``, centred. It does not keep
+      the units alive (docs/results/deviations.md, "Keeping the hidden units alive").
+    * ``w1_warmup=0``: the network's own weights at their full rate from the first step, as in the paper. A
+      positive value ``n`` multiplies their rate by ``min(1, (t + 1) / n)`` at step ``t``: while ``mu = 0``, q's noise
+      on the logits is all the signal ``W1`` gets, and Adam, stepping each weight by about its rate whatever its
+      gradient, pushes the weights of the small start below zero on every image in the first ten steps, where half
+      of the units stay off. A warm-up keeps them (cpu protocol: 3% off after 470 steps of warm-up against 52%) but
+      costs bound and accuracy (docs/results/deviations.md, "Keeping the hidden units alive").
     * ``eta_warmup=0``: ``eta`` learns from the first step, as in the paper. A positive value holds ``eta`` at
       its start for that many epochs while the network fits, then lets it learn (a probe of Figure 6: what
       each objective prefers once the fit no longer needs the transient help of averaged random features; LILA's
@@ -275,6 +287,19 @@ class Config:
         "single rate",
         "pos_float",
     )
+    w1_standardize: bool = setting(
+        False,
+        "relu and mlp only: learn the first layer's weights standardised per unit, W1_h = g_h (V_h - mean) / rms, "
+        "with a learned gain g_h (weight standardisation; the paper does not)",
+        "bool",
+    )
+    w1_warmup: int = setting(
+        0,
+        "steps over which the Adam rate of the network's own weights rises linearly from 0 to its value, "
+        "under the cosine schedule (0: none, the paper)",
+        "count",
+        unit="steps",
+    )
     eta_warmup: int = setting(
         0,
         "epochs during which eta is held at its start while the network fits, before it "
@@ -365,6 +390,16 @@ class Config:
                 f"--laplace-layers all covers fully connected ReLU layers (--network "
                 f"{', '.join(n for n, net in NETWORKS.items() if net.layer_laplace)}), not --network "
                 f"{self.network}; use --laplace-layers last"
+            )
+        if self.w1_standardize and self.network not in STANDARDIZED_NETWORKS:
+            raise ConfigError(
+                f"--w1-standardize applies to the first layer of --network {' or '.join(STANDARDIZED_NETWORKS)}, "
+                f"not {self.network}; drop it"
+            )
+        if self.w1_standardize and self.laplace_layers == "all":
+            raise ConfigError(
+                "--laplace-layers all puts its Gaussian on W1 itself, not on a standardised W1; drop "
+                "--w1-standardize or use --laplace-layers last"
             )
         if self.guide != "cholesky" and self.elbo != "trace":
             raise ConfigError(

@@ -29,6 +29,10 @@ CASES = [
     (["--network", "cnn", "--activation", "gelu"], "argument --activation: invalid choice: 'gelu'"),
     (["--inference", "laplace", "--average", "probs"], "--inference laplace needs --average logits"),
     (["--min-steps", "-5"], "--min-steps must be a non-negative whole number of steps"),
+    (["--network", "cnn", "--w1-standardize"], "--w1-standardize applies to the first layer of --network relu or mlp"),
+    (["--inference", "laplace", "--laplace-layers", "all", "--w1-standardize"],
+     "--laplace-layers all puts its Gaussian on W1 itself"),
+    (["--w1-warmup", "-1"], "--w1-warmup must be a non-negative whole number of steps"),
 ]
 
 

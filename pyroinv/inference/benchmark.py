@@ -105,11 +105,11 @@ def step_function(
 
     def features() -> torch.Tensor:
         if path == "floor":
-            return feats.activation(mm(pre_transformed, feats.W1.T, dtype) + feats.b1)
+            return feats.activation(mm(pre_transformed, feats.first_weights().T, dtype) + feats.b1)
         if path == "input-aug":
             T_inv = lie.transforms(inv.eta, -eps)  # expm(-A) = expm(A)^-1
             xs = warp_images(x.repeat(samples, 1, 1, 1), T_inv.repeat_interleave(batch, 0))
-            return feats.activation(torch.matmul(xs.reshape(samples, batch, -1), feats.W1.T) + feats.b1)
+            return feats.activation(torch.matmul(xs.reshape(samples, batch, -1), feats.first_weights().T) + feats.b1)
         return feats(x, lie.transforms(inv.eta, eps), path="weights" if path == "naive" else "auto")
 
     def loss() -> torch.Tensor:

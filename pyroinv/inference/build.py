@@ -86,7 +86,10 @@ def build_model(
         rff_lengthscale=cfg.rff_lengthscale,
         init_scale=cfg.w1_init_scale,
         jacobian=cfg.jacobian,
+        standardize=cfg.w1_standardize,
     )
+    if body is not None and cfg.w1_standardize:
+        raise ConfigError("--w1-standardize applies to the package's relu and mlp networks, not your own body; drop it")
     if body is None:
         features = build_features(cfg.network, input_shape, invariance, settings, on_inputs=m.transforms_on == "inputs")
     else:

@@ -43,6 +43,27 @@ _NEVER = 2**62
 UNIT_PROBE_IMAGES = 512
 
 
+def learning_rate_schedule(
+    optimizer: torch.optim.Optimizer, total_steps: int, warm_group: int | None = None, warm_steps: int = 0
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """Every group's rate cosine-annealed from its own value to 0 over ``total_steps`` (the paper's schedule),
+    ``lr_t = lr (1 + cos(pi t / T)) / 2``; with ``warm_steps``, the group ``warm_group``'s rate is also multiplied
+    by ``min(1, (t + 1) / warm_steps)``, a linear warm-up."""
+    if not warm_steps:
+        return torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total_steps, eta_min=0.0)
+
+    def cosine(t: int) -> float:
+        return 0.5 * (1.0 + math.cos(math.pi * min(t, total_steps) / total_steps))
+
+    def warmed(t: int) -> float:
+        return cosine(t) * min(1.0, (t + 1) / warm_steps)
+
+    factors: list[Callable[[int], float]] = [
+        warmed if i == warm_group else cosine for i in range(len(optimizer.param_groups))
+    ]
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factors)
+
+
 def run_length(num_data: int, batch_size: int, epochs: int, min_steps: int = 0) -> tuple[int, int]:
     """``(epochs, steps per epoch)`` of a run on ``num_data`` examples: ``epochs`` passes of ``ceil(N / batch)``
     steps, lengthened to at least ``min_steps`` steps."""
@@ -126,7 +147,7 @@ class Trainer:
                 f"--eta-warmup {cfg.eta_warmup} holds eta for the whole run of {self.epochs} epochs; "
                 f"give a number below {self.epochs}"
             )
-        self.scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=self.total_steps, eta_min=0.0)
+        self.scheduler = learning_rate_schedule(self.optimizer, self.total_steps, self.own_weights_group, cfg.w1_warmup)
         self.step = 0
         self.wall_time = 0.0
         self._perm_epoch: int | None = None
@@ -155,17 +176,28 @@ class Trainer:
     def param_groups(self) -> list[dict]:
         """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
         invariance ``eta`` at ``cfg.eta_lr``, the network's own weights at ``cfg.w1_lr``, the rest (the scale of
-        q, and the weights where ``w1_lr`` is unset) at ``cfg.lr`` (``None``: ``cfg.lr``, the paper's single rate)."""
+        q, and the weights where ``w1_lr`` is unset) at ``cfg.lr`` (``None``: ``cfg.lr``, the paper's single rate).
+        The network's weights have a group of their own (the last, :attr:`own_weights_group`) where ``w1_lr`` is
+        set or ``w1_warmup`` warms their rate up."""
         eta = list(self.model.invariance.parameters())
         own = [(list(self.guide.mean_parameters()), self.cfg.mean_lr), (eta, self.cfg.eta_lr)]
-        if self.cfg.w1_lr is not None:
+        self.own_weights_group: int | None = None
+        if self.cfg.w1_lr is not None or self.cfg.w1_warmup:
             skip = {id(p) for p in eta}
-            own.append(([p for p in self.model.features.parameters() if id(p) not in skip], self.cfg.w1_lr))
+            weights = [p for p in self.model.features.parameters() if id(p) not in skip]
+            if self.cfg.w1_warmup and not weights:
+                raise ConfigError(
+                    f"--w1-warmup {self.cfg.w1_warmup}: the {self.cfg.network} network has no weights of its own to "
+                    f"warm up (rff's W1 is fixed); drop the flag or use --network relu"
+                )
+            own.append((weights, self.cfg.w1_lr))
         taken = {id(p) for params, _ in own for p in params}
         groups: list[dict[str, Any]] = [{"params": [p for p in self.loss_fn.parameters() if id(p) not in taken]}]
         for params, lr in own:
             if params:
                 groups.append({"params": params, "lr": self.cfg.lr if lr is None else lr})
+        if len(own) == 3 and own[2][0]:
+            self.own_weights_group = len(groups) - 1
         return groups
 
     @property

@@ -38,7 +38,7 @@ class InputAugmentedFeatures(InvariantFeatures):
 
     def weight_bank(self, T: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The weights as they are, and ``T``, which :meth:`apply_bank` applies to the inputs."""
-        return self.W1.unsqueeze(0), self.b1.unsqueeze(0), T
+        return self.first_weights().unsqueeze(0), self.b1.unsqueeze(0), T
 
     def apply_bank(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         W, b, T = bank

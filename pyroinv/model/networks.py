@@ -11,7 +11,10 @@ the homogeneous coordinate (:func:`pyroinv.model.warp.warp_coordinate_weights`).
   lengthscale ``1 / sigma``. The paper's "sigma = 0.3" is read as this frequency
   scale (lengthscale 3.3 in units of pixel intensity in [0, 1]); its toy problem's
   "sigma = 5" is a lengthscale (pass ``rff_lengthscale=5``).
-* ``relu``: ``W1`` learned, Xavier-uniform initialised, biases zero, ReLU.
+* ``relu``: ``W1`` learned, Xavier-uniform initialised, biases zero, ReLU. With ``standardize`` (beyond the
+  paper; weight standardisation, Qiao et al., 2019) each unit's weights are ``W1_h = g_h (V_h - mean V_h) /
+  rms(V_h - mean V_h)``: ``V`` is the learned parameter and ``g`` a learned gain per unit, started at the start's
+  per-weight standard deviation, so the first ``W1`` is the unstandardised one, centred and rescaled to that rms.
 
 The features are returned as ``(S, B, H + 1)`` with a constant 1 appended, so the
 output layer ``W2`` (``K x (H + 1)``) carries its bias as its last column.
@@ -50,6 +53,7 @@ class InvariantFeatures(PyroinvModule):
         rff_sigma: RFF frequency scale (paper: 0.3); ignored if ``rff_lengthscale`` is given.
         rff_lengthscale: RFF lengthscale ``1 / sigma``.
         init_scale: factor on the Xavier-uniform initial ``W1`` of the ReLU network (paper: Xavier, i.e. 1).
+        standardize: learn ``W1`` as a standardised ``V`` times a gain per unit (module docstring; ReLU only).
         jacobian: multiply each warped weight image by ``|det A|`` of its transform
             (:func:`pyroinv.model.warp.jacobian`), so that ``<|det A| w o T, x> = <w, x o T^{-1}>`` and the
             averaged features are invariant to input scaling too; the paper does not (off by default). It
@@ -60,6 +64,8 @@ class InvariantFeatures(PyroinvModule):
     warps_weights = True
     #: the dtype of the first layer's product (``None``: float32; :mod:`pyroinv.model.precision`)
     product_dtype: torch.dtype | None = None
+    #: ``W1`` learned standardised per unit, times a gain (``__init__``'s ``standardize``)
+    standardize: bool = False
 
     def __init__(
         self,
@@ -72,9 +78,11 @@ class InvariantFeatures(PyroinvModule):
         rff_lengthscale: float | None = None,
         init_scale: float = 1.0,
         jacobian: bool = False,
+        standardize: bool = False,
     ) -> None:
         super().__init__()
         self.jacobian = jacobian
+        self.standardize = standardize
         if network not in ACTIVATIONS:
             raise ConfigError(f"unknown network {network!r}; choose one of {', '.join(ACTIVATIONS)}")
         self.input_shape = tuple(input_shape)
@@ -86,6 +94,11 @@ class InvariantFeatures(PyroinvModule):
         self.network = network
         self.blur_sigma = blur_sigma
         D = math.prod(self.input_shape)
+        if standardize and (network != "relu" or not self.is_image):
+            raise ConfigError(
+                f"weight standardisation needs a learned W1 over image pixels (network relu on images), not "
+                f"{network} on inputs of shape {self.input_shape}"
+            )
         if network == "rff":
             sigma = 1.0 / rff_lengthscale if rff_lengthscale else rff_sigma
             self.register_buffer("W1", torch.randn(hidden, D) * sigma)
@@ -96,6 +109,16 @@ class InvariantFeatures(PyroinvModule):
             w.mul_(init_scale)
             self.W1 = nn.Parameter(w)
             self.b1 = nn.Parameter(torch.zeros(hidden))
+            if standardize:  # Xavier-uniform's standard deviation sqrt(2 / (D + H)), times the start's factor
+                self.g1 = nn.Parameter(torch.full((hidden,), init_scale * math.sqrt(2.0 / (D + hidden))))
+
+    def first_weights(self) -> torch.Tensor:
+        """The ``(H, D)`` weights the first layer applies: ``W1``, or with ``standardize``
+        ``g (W1 - mean) / rms`` row by row."""
+        if not self.standardize:
+            return self.W1
+        centred = self.W1 - self.W1.mean(1, keepdim=True)
+        return self.g1.unsqueeze(1) * centred * torch.rsqrt(centred.pow(2).mean(1, keepdim=True) + 1e-16)
 
     @property
     def num_features(self) -> int:
@@ -111,13 +134,13 @@ class InvariantFeatures(PyroinvModule):
         """The S warped copies of ``W1``: ``(S, H, D)`` weights and ``(S, H)`` biases."""
         S = T.shape[0]
         if self.is_image:
-            W = self.W1.reshape(self.hidden, *self.input_shape)
+            W = self.first_weights().reshape(self.hidden, *self.input_shape)
             W = gaussian_blur(W, self.blur_sigma)
             bank = warp_weight_bank(W, T).reshape(S, self.hidden, -1)
             if self.jacobian:
                 bank = bank * jacobian(T).view(S, 1, 1)
             return bank, self.b1.expand(S, self.hidden)
-        return warp_coordinate_weights(self.W1, self.b1, T)
+        return warp_coordinate_weights(self.first_weights(), self.b1, T)
 
     def bank_pre_activations(self, x: torch.Tensor, bank: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Pre-activations ``(S, B, H)``, ``(W1 o T_i) x + b1``, of inputs ``x`` under a precomputed weight bank."""
@@ -151,7 +174,8 @@ class InvariantFeatures(PyroinvModule):
         :meth:`forward`."""
         if self._path(x, path) == "weights":
             return self.bank_pre_activations(x, self.weight_bank(T))
-        W = gaussian_blur(self.W1.reshape(self.hidden, *self.input_shape), self.blur_sigma).reshape(self.hidden, -1)
+        W = gaussian_blur(self.first_weights().reshape(self.hidden, *self.input_shape), self.blur_sigma)
+        W = W.reshape(self.hidden, -1)
         S, B = T.shape[0], x.shape[0]
         xt = kernels.warp_adjoint(x, T).reshape(S * B, -1)  # a view: the layout suits the product below
         if self.jacobian:

@@ -44,6 +44,7 @@ class FeatureSettings:
     rff_lengthscale: float | None = None
     init_scale: float = 1.0
     jacobian: bool = False
+    standardize: bool = False
 
 
 def _shallow(activation: str) -> Callable[..., nn.Module]:
@@ -67,6 +68,7 @@ def _first_layer(
         rff_lengthscale=s.rff_lengthscale,
         init_scale=s.init_scale,
         jacobian=s.jacobian,
+        standardize=s.standardize,
     )
 
 

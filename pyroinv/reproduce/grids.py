@@ -79,6 +79,8 @@ KEPT_RECIPE: dict[str, Any] = {
     "mean_lr": 0.05,
     "eta_lr": 0.05,
     "w1_lr": None,
+    "w1_warmup": 0,
+    "w1_standardize": False,
     "eta_warmup": 0,
     "alpha": 1.0,
     "guide": "cholesky",

@@ -106,6 +106,8 @@ def test_a_body_without_a_leading_linear_layer_transforms_its_inputs(rot):
     assert clf.predict(x_test).shape == (100,)
     with pytest.raises(ConfigError, match="transforms_on='weights' needs a body that starts with nn.Flatten"):
         pyroinv.InvariantClassifier(cnn_body(), transforms_on="weights", **TINY).fit(x, y, epochs=1)
+    with pytest.raises(ConfigError, match="--w1-standardize applies to the package's relu and mlp networks, not your"):
+        pyroinv.InvariantClassifier(cnn_body(), w1_standardize=True, **TINY).fit(x, y, epochs=1)
 
 
 @pytest.mark.slow

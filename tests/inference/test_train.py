@@ -66,6 +66,47 @@ def test_the_network_weights_take_their_own_rate_and_the_unit_probe_leaves_the_d
     assert torch.equal(torch.get_rng_state(), before)
 
 
+def test_w1_warmup_raises_the_network_weights_rate_linearly_under_the_cosine():
+    """``w1_warmup=n``: the network's own weights get a group of their own whose rate is ``lr min(1, (t+1)/n)`` times
+    the cosine factor; the other groups follow the plain cosine."""
+    import math
+
+    tr = _trainer(lr=1e-3, mean_lr=0.05, eta_lr=0.02, w1_warmup=4, epochs=4)  # 2 steps an epoch, 8 in all
+    groups = tr.optimizer.param_groups
+    assert tr.own_weights_group == 3
+    assert any(p is tr.model.features.W1 for p in groups[3]["params"])
+    n = sum(p.numel() for g in groups for p in g["params"])
+    assert n == sum(p.numel() for p in tr.loss_fn.parameters())
+    T = tr.total_steps
+    for t in range(T):
+        cosine = 0.5 * (1 + math.cos(math.pi * t / T))
+        assert groups[0]["lr"] == pytest.approx(1e-3 * cosine)
+        assert groups[1]["lr"] == pytest.approx(0.05 * cosine)
+        assert groups[3]["lr"] == pytest.approx(1e-3 * cosine * min(1.0, (t + 1) / 4))
+        tr.train_step()
+
+
+def test_w1_warmup_survives_a_checkpoint_and_needs_weights_to_warm():
+    from pyroinv.errors import ConfigError
+
+    tr = _trainer(w1_warmup=6, epochs=4)
+    for _ in range(3):
+        tr.train_step()
+    state = tr.state_dict()
+    again = _trainer(w1_warmup=6, epochs=4)
+    again.load_state_dict(state)
+    assert [g["lr"] for g in again.optimizer.param_groups] == pytest.approx(
+        [g["lr"] for g in tr.optimizer.param_groups]
+    )
+    tr.train_step()
+    again.train_step()
+    assert [g["lr"] for g in again.optimizer.param_groups] == pytest.approx(
+        [g["lr"] for g in tr.optimizer.param_groups]
+    )
+    with pytest.raises(ConfigError, match="--w1-warmup 3: the rff network has no weights"):
+        _trainer(network="rff", w1_warmup=3)
+
+
 def test_observed_site_reads_the_batch_nll_off_the_elbo_pass():
     """The logged training NLL is the model's own ``log p(y | x)`` of the batch, read inside the ELBO's pass."""
     import pyro.distributions as dist

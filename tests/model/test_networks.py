@@ -159,3 +159,39 @@ def test_every_path_gives_the_same_logits_and_gradients_in_float32(network, devi
         for k, g in grads.items():
             assert reference_grads[k].abs().sum() > 0, k
             assert _relative_error(g, reference_grads[k]) <= 1e-4, (name, k)
+
+
+def test_standardized_weights_are_a_gain_times_each_units_centred_unit_rms_row():
+    """``standardize``: the first layer applies ``g_h (V_h - mean) / rms``; it starts near the plain start, centred,
+    both warp paths agree, and the gain and ``V`` are learned."""
+    torch.manual_seed(0)
+    inv = Invariance("rotation", init=math.radians(30.0), learn=False, image_size=12)
+    feats = InvariantFeatures((1, 12, 12), inv, hidden=16, standardize=True, init_scale=0.15)
+    W = feats.first_weights()
+    assert torch.allclose(W.mean(1), torch.zeros(16), atol=1e-7)
+    assert torch.allclose(W.pow(2).mean(1).sqrt(), feats.g1, rtol=1e-5)
+    assert torch.allclose(feats.g1, torch.full((16,), 0.15 * math.sqrt(2 / (144 + 16))))
+    # the start is the plain start's rows centred, within the sampling error of their rms
+    centred = feats.W1 - feats.W1.mean(1, keepdim=True)
+    assert torch.allclose(W, centred, rtol=0.2, atol=1e-3)
+    # the weight is invariant to V's scale and shift per unit
+    with torch.no_grad():
+        feats.W1.mul_(torch.linspace(0.5, 3, 16).unsqueeze(1)).add_(0.7)
+    assert torch.allclose(feats.first_weights(), W, atol=1e-6)
+    x = torch.rand(3, 1, 12, 12)
+    T = lie.transforms(inv.eta, torch.rand(4, 6) * 2 - 1)
+    torch.testing.assert_close(feats(x, T, path="weights"), feats(x, T, path="inputs"), atol=1e-5, rtol=1e-4)
+    feats(x, T).sum().backward()
+    assert feats.g1.grad is not None and feats.g1.grad.abs().sum() > 0 and feats.W1.grad.abs().sum() > 0
+    # the plain network has no gain, and applies W1 itself
+    plain = InvariantFeatures((1, 12, 12), inv, hidden=16)
+    assert not hasattr(plain, "g1") and plain.first_weights() is plain.W1
+
+
+@pytest.mark.parametrize("kw", [{"network": "rff"}, {"shape": (2,)}])
+def test_standardized_weights_need_a_learned_layer_over_pixels(kw):
+    from pyroinv.errors import ConfigError
+
+    inv = Invariance("rotation", image_size=12 if "shape" not in kw else None)
+    with pytest.raises(ConfigError, match="weight standardisation needs a learned W1 over image pixels"):
+        InvariantFeatures(kw.get("shape", (1, 12, 12)), inv, hidden=4, network=kw.get("network", "relu"), standardize=True)
