@@ -119,7 +119,9 @@ class InvariantClassifier:
         **settings: any other field of :class:`~pyroinv.config.Config` (``hidden``, ``lr``, ``epochs``,
             ``batch_size``, ``alpha``, ``seed``, ``device``, ...), with the paper's values as defaults.
 
-    A body keeps its own initialisation; the paper's network starts ``W1`` at ``w1_init_scale`` x Xavier (0.15).
+    A body keeps its own initialisation and its own parametrisation (``w1_standardize`` applies to the package's
+    networks only), and its weights' rate is warmed up as ``W1``'s (``w1_warmup``; ``0`` for none); the paper's
+    network starts ``W1`` at ``w1_init_scale`` x Xavier (0.15), standardised per unit (``w1_standardize``).
     """
 
     def __init__(

@@ -46,7 +46,8 @@ def parser() -> OneLineParser:
         "--protocol",
         choices=sorted(PROTOCOLS),
         default="cpu",
-        help="paper: the paper's settings (10 epochs); paper-e30: the same trained for 30 epochs in bfloat16; cpu: "
+        help="paper: the paper's settings (10 epochs); paper-e30: the same trained for 30 epochs in bfloat16; "
+        "paper-e30-ws: that with today's first layer (standardised, its rate warmed up); cpu: "
         "documented reductions for a 2-core CPU; the rest are described in docs/reproducing.md (default: cpu)",
     )
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of every cell (default: 0)")

@@ -86,7 +86,7 @@ def build_model(
         rff_lengthscale=cfg.rff_lengthscale,
         init_scale=cfg.w1_init_scale,
         jacobian=cfg.jacobian,
-        standardize=cfg.w1_standardize,
+        standardize=cfg.standardizes_w1(images=image_size is not None, own_body=body is not None),
     )
     if body is not None and cfg.w1_standardize:
         raise ConfigError("--w1-standardize applies to the package's relu and mlp networks, not your own body; drop it")

@@ -80,7 +80,12 @@ def estimate(
     F = H + 1
     gaussian = method(cfg.inference).bayesian  # a Cholesky q, else a point estimate of W2
     net = network(cfg.network)
-    body = FeatureSettings(hidden=H, depth=cfg.depth, channels=cast("tuple[int, int]", tuple(cfg.channels)))
+    body = FeatureSettings(
+        hidden=H,
+        depth=cfg.depth,
+        channels=cast("tuple[int, int]", tuple(cfg.channels)),
+        standardize=cfg.standardizes_w1(images=len(input_shape) == 3),
+    )
     params = (K * F * F + 2 * K * F if gaussian else K * F) + net.parameters(body, tuple(input_shape))
     image = len(input_shape) == 3
     warped = S * (B if B < H or not net.weight_space else H) * D if image else 0

@@ -24,7 +24,7 @@ import pyro
 import torch
 from pyro.poutine.messenger import Messenger
 
-from ..config import Config
+from ..config import W1_WARMUP_STEPS, Config
 from ..data.splits import Split
 from ..errors import ConfigError
 from ..model.methods import method
@@ -136,9 +136,6 @@ class Trainer:
         self.guide.to(self.device)
         #: the method's objective (:mod:`pyroinv.inference.losses`): the loss of a batch, and eta's extra gradient
         self.loss_fn: MethodLoss = method_loss(cfg, self.model, self.guide, self.x_train, self.y_train)
-        # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
-        # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
-        self.optimizer = torch.optim.Adam(self.param_groups(), lr=cfg.lr, betas=(0.9, 0.999), fused=True)
         self.epochs, self.steps_per_epoch = run_length(self.num_data, cfg.batch_size, cfg.epochs, cfg.min_steps)
         self.total_steps = self.epochs * self.steps_per_epoch
         self.eta_warmup_steps = cfg.eta_warmup * self.steps_per_epoch
@@ -147,7 +144,26 @@ class Trainer:
                 f"--eta-warmup {cfg.eta_warmup} holds eta for the whole run of {self.epochs} epochs; "
                 f"give a number below {self.epochs}"
             )
-        self.scheduler = learning_rate_schedule(self.optimizer, self.total_steps, self.own_weights_group, cfg.w1_warmup)
+        if cfg.w1_warmup and not self._own_weights():
+            raise ConfigError(
+                f"--w1-warmup {cfg.w1_warmup}: the {cfg.network} network has no weights of its own to warm up "
+                f"(rff's W1 is fixed); drop the flag or use --network relu"
+            )
+        if cfg.w1_warmup is not None and cfg.w1_warmup >= self.total_steps:
+            raise ConfigError(
+                f"--w1-warmup {cfg.w1_warmup} is not shorter than the run's {self.total_steps} steps; give fewer, "
+                f"or leave it unset ({W1_WARMUP_STEPS} or an eighth of the run)"
+            )
+        #: the steps over which the network's own weights' rate warms up (:meth:`Config.w1_warmup_steps`; none
+        #: without weights of their own, as rff's)
+        self.w1_warmup_steps = cfg.w1_warmup_steps(self.total_steps) if self._own_weights() else 0
+        # fused Adam: one kernel for all parameters (the guide has ~K D^2 / 2 of them); same update rule.
+        # The output layer's mean (mu of q, or the point W2) takes its own rate, cfg.mean_lr (see Config).
+        groups, self.own_weights_group = self.param_groups()
+        self.optimizer = torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), fused=True)
+        self.scheduler = learning_rate_schedule(
+            self.optimizer, self.total_steps, self.own_weights_group, self.w1_warmup_steps
+        )
         self.step = 0
         self.wall_time = 0.0
         self._perm_epoch: int | None = None
@@ -173,32 +189,28 @@ class Trainer:
         #: steps of this process that were replays of the recorded step
         self.graph_replays = 0
 
-    def param_groups(self) -> list[dict]:
-        """Adam's parameter groups: the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the
-        invariance ``eta`` at ``cfg.eta_lr``, the network's own weights at ``cfg.w1_lr``, the rest (the scale of
-        q, and the weights where ``w1_lr`` is unset) at ``cfg.lr`` (``None``: ``cfg.lr``, the paper's single rate).
-        The network's weights have a group of their own (the last, :attr:`own_weights_group`) where ``w1_lr`` is
-        set or ``w1_warmup`` warms their rate up."""
+    def _own_weights(self) -> list[torch.nn.Parameter]:
+        """The network's own weights: its features' parameters but ``eta`` (``W1`` and ``b1``, a deeper
+        network's hidden layers, a user's body; none for rff)."""
+        skip = {id(p) for p in self.model.invariance.parameters()}
+        return [p for p in self.model.features.parameters() if id(p) not in skip]
+
+    def param_groups(self) -> tuple[list[dict], int | None]:
+        """Adam's parameter groups, and the index of the network's own weights' group (``None`` where they have none
+        of their own): the output layer's mean (``mu`` or ``W2_hat``) at ``cfg.mean_lr``, the invariance ``eta`` at
+        ``cfg.eta_lr``, the network's own weights at ``cfg.w1_lr``, the rest (the scale of q, and the weights where
+        they have no group) at ``cfg.lr`` (``None``: ``cfg.lr``, the paper's single rate). The network's weights
+        have a group of their own, the last, where ``w1_lr`` is set or their rate warms up."""
         eta = list(self.model.invariance.parameters())
         own = [(list(self.guide.mean_parameters()), self.cfg.mean_lr), (eta, self.cfg.eta_lr)]
-        self.own_weights_group: int | None = None
-        if self.cfg.w1_lr is not None or self.cfg.w1_warmup:
-            skip = {id(p) for p in eta}
-            weights = [p for p in self.model.features.parameters() if id(p) not in skip]
-            if self.cfg.w1_warmup and not weights:
-                raise ConfigError(
-                    f"--w1-warmup {self.cfg.w1_warmup}: the {self.cfg.network} network has no weights of its own to "
-                    f"warm up (rff's W1 is fixed); drop the flag or use --network relu"
-                )
-            own.append((weights, self.cfg.w1_lr))
+        weights = self._own_weights() if self.cfg.w1_lr is not None or self.w1_warmup_steps else []
+        own.append((weights, self.cfg.w1_lr))
         taken = {id(p) for params, _ in own for p in params}
         groups: list[dict[str, Any]] = [{"params": [p for p in self.loss_fn.parameters() if id(p) not in taken]}]
         for params, lr in own:
             if params:
                 groups.append({"params": params, "lr": self.cfg.lr if lr is None else lr})
-        if len(own) == 3 and own[2][0]:
-            self.own_weights_group = len(groups) - 1
-        return groups
+        return groups, (len(groups) - 1 if weights else None)
 
     @property
     def epoch(self) -> int:

@@ -107,7 +107,8 @@ class Network:
 
 
 def _first_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:
-    return s.hidden * (math.prod(shape) + 1)
+    """``W1`` and ``b1`` (and a gain per unit where the layer is standardised)."""
+    return s.hidden * (math.prod(shape) + 1 + int(s.standardize))
 
 
 def _cnn_parameters(s: FeatureSettings, shape: tuple[int, ...]) -> int:

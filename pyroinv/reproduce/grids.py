@@ -6,10 +6,10 @@ column, and a seed; under a protocol it is one :class:`~pyroinv.config.Config`, 
 
 Protocols:
 
-Every protocol pins the recipe its kept cells were made with (:data:`KEPT_RECIPE`, today's defaults), so a change of
-a default leaves them, and the cells, as they are.
+Every protocol pins the recipe its kept cells were made with (:data:`KEPT_RECIPE`: today's defaults but for 10 epochs
+and a W1 neither standardised nor warmed up), so a change of a default leaves them, and the cells, as they are.
 
-* ``paper``: the package's defaults, i.e. the paper's settings (§4) where it states them: all 60,000
+* ``paper``: the kept recipe, i.e. the paper's settings (§4) where it states them: all 60,000
   training and 10,000 test images, H = 1,024, S = 32, Adam lr 1e-3 cosine-annealed, batch 128, q
   initialised at mu = 0, L = I, alpha = 1; and, where it leaves them open or where they are changed
   (docs/results/deviations.md), the per-example ELBO estimator, logits averaged over the transforms
@@ -20,6 +20,8 @@ a default leaves them, and the cells, as they are.
   bfloat16 units; η, the bound and the accuracy within the float32 seed spread, docs/results/beyond.md). On fully
   rotated MNIST the bound per image is -0.153 after 10 epochs and -0.097 after 30, against the paper's -0.07
   (Table C.2; docs/results/deviations.md, "Where the bound goes").
+* ``paper-e30-ws``: ``paper-e30`` with today's defaults for the first layer (W1 standardised per unit, its rate
+  warmed up over 470 steps; docs/results/deviations.md, "When the units die") in place of the kept recipe's.
 * ``cpu``: the same, reduced so a grid finishes on a 2-core CPU: 20,000 training and 2,000 test
   images (class-balanced), H = 512, S = 16, 24 epochs (3,768 steps). These are the settings
   of ``scripts/main.sh``. ``cpu-probs`` is the same with the probabilities averaged over the transforms
@@ -93,6 +95,9 @@ KEPT_RECIPE: dict[str, Any] = {
 
 #: the ``paper-e30`` protocol: the paper's sizes trained three times as long, with the products in bfloat16
 _LONGER_BF16 = {"epochs": 30, "precision": "bf16"}
+#: the ``paper-e30-ws`` protocol: ``paper-e30`` with today's defaults for W1 (unset: standardised where it applies,
+#: its rate warmed up; :class:`~pyroinv.config.Config`) in place of the kept recipe's
+_TODAYS_W1 = {"w1_warmup": None, "w1_standardize": None}
 _CPU_SIZES = {"train_size": 20000, "test_size": 2000, "hidden": 512, "samples": 16}
 #: the deeper networks under the cpu protocol: the mlp as the paper's network with three layers; the CNN with 256
 #: units above its convolutions, S = 8 transforms and 10 epochs (a CNN step costs about five of the ReLU network's)
@@ -110,6 +115,11 @@ PROTOCOLS: dict[str, dict[str, dict[str, Any]]] = {
         "relu": dict(_LONGER_BF16),
         "rff": dict(_LONGER_BF16),
         **{kind: {**own, **_LONGER_BF16} for kind, own in _PAPER_DEEP.items()},
+    },
+    "paper-e30-ws": {
+        "relu": {**_LONGER_BF16, **_TODAYS_W1},
+        "rff": {**_LONGER_BF16, **_TODAYS_W1},
+        **{kind: {**own, **_LONGER_BF16, **_TODAYS_W1} for kind, own in _PAPER_DEEP.items()},
     },
     "cpu-60k": {
         "relu": {**_CPU_SIZES, "train_size": 60000, "epochs": 8},
@@ -133,6 +143,7 @@ SGPR_PROTOCOLS: dict[str, dict[str, Any]] = {
     "paper-q0.05": {},
     "paper-earlier": {},
     "paper-e30": {},
+    "paper-e30-ws": {},
     "cpu": _SGPR_CPU,
     "cpu-q0.05": _SGPR_CPU,
     "cpu-probs": _SGPR_CPU,
@@ -172,7 +183,11 @@ def _as_written(values: dict[str, Any], protocol: str, kind: str, cell: dict[str
     """``values`` without the pinned recipe's settings that equal today's defaults (and that neither the protocol
     nor the cell sets): the flags a command line needs."""
     own = {**PROTOCOLS[protocol][kind], **cell}
-    return {k: v for k, v in values.items() if k in own or k not in KEPT_RECIPE or v != _DEFAULTS[k]}
+    return {
+        k: v
+        for k, v in values.items()
+        if (k in own or k not in KEPT_RECIPE or v != _DEFAULTS[k]) and not (v is None and _UNSET.get(k, False))
+    }
 
 
 @dataclass(frozen=True)
@@ -253,6 +268,8 @@ class Cell:
 
 #: today's defaults of the pinned recipe's settings
 _DEFAULTS = {f.name: f.default for f in fields(Config) if f.name in KEPT_RECIPE}
+#: the settings that are unset (``None``) by default: ``None`` is their default, which no flag writes
+_UNSET = {f.name: f.default is None for f in fields(Config)}
 
 #: the settings :meth:`Cell.name` spells out by name
 _NAMED = ("dataset", "invariance", "inference", "fixed_eta", "init_eta", "width_weight", "jacobian", "train_size")

@@ -22,7 +22,7 @@ from ..run.folder import CONFIG, META, METRICS, RESULTS
 ROOT = project_root()
 #: protocols whose finished cells are kept in the repository (the cpu protocol's cost minutes to an hour each on
 #: a 2-core machine, and its grids take more than one machine's session)
-KEPT_PROTOCOLS = ("paper", "paper-e30", "cpu")
+KEPT_PROTOCOLS = ("paper", "paper-e30", "paper-e30-ws", "cpu")
 #: metric records kept per cell (evenly spaced, the last one always), and their fields
 MAX_RECORDS = 50
 FIELDS = ("step", "epoch", "elbo_per_datapoint", "nll", "eta", "eta_human", "lr", "inactive_units", "wall_time")

@@ -32,11 +32,11 @@ def test_the_estimate_grows_with_each_size_as_its_terms_say():
     base = Config(hidden=512, samples=16, batch_size=128)
     e = memory.estimate(base, (1, 28, 28), 10, 20000, 2000)
     assert e.data == 4 * 22000 * 784
-    assert e.state == 4 * 4 * (10 * 513 * 513 + 2 * 10 * 513 + 512 * 784 + 512)
+    assert e.state == 4 * 4 * (10 * 513 * 513 + 2 * 10 * 513 + 512 * 784 + 512 + 512)  # W1, b1 and the gain g1
     twice_s = memory.estimate(Config(hidden=512, samples=32, batch_size=128), (1, 28, 28), 10, 20000, 2000)
     assert twice_s.step > e.step and twice_s.state == e.state
     ml = memory.estimate(Config(hidden=512, samples=16, batch_size=128, inference="ml"), (1, 28, 28), 10, 20000, 2000)
-    assert ml.state == 4 * 4 * (10 * 513 + 512 * 784 + 512)  # a point estimate of W2: no q to hold
+    assert ml.state == 4 * 4 * (10 * 513 + 512 * 784 + 512 + 512)  # a point estimate of W2: no q to hold
 
 
 def test_a_run_that_cannot_fit_stops_before_training_in_one_line(monkeypatch):

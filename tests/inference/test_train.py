@@ -21,7 +21,7 @@ def _trainer(**kw) -> Trainer:
 
 @pytest.mark.parametrize("inference", ["vi", "ml"])
 def test_mean_and_eta_take_their_own_rates(inference):
-    tr = _trainer(inference=inference, lr=1e-3, mean_lr=0.05, eta_lr=0.02)
+    tr = _trainer(inference=inference, lr=1e-3, mean_lr=0.05, eta_lr=0.02, w1_warmup=0)
     groups = tr.optimizer.param_groups
     assert [g["lr"] for g in groups] == [1e-3, 0.05, 0.02]
     mean = tr.guide.mean_parameters()[0]
@@ -43,7 +43,7 @@ def test_one_rate_for_every_parameter_when_none():
 
 
 def test_fixed_eta_has_no_group_and_diagnostics_report_the_regime():
-    tr = _trainer(fixed_eta=30.0)
+    tr = _trainer(fixed_eta=30.0, w1_warmup=0)
     assert len(tr.optimizer.param_groups) == 2
     d = tr.diagnostics()
     assert d["q_scale"] == pytest.approx(1.0, rel=1e-5)  # the paper's L = I
@@ -57,7 +57,8 @@ def test_the_network_weights_take_their_own_rate_and_the_unit_probe_leaves_the_d
     tr = _trainer(lr=1e-3, mean_lr=0.05, eta_lr=0.02, w1_lr=2e-4)
     groups = tr.optimizer.param_groups
     assert [g["lr"] for g in groups] == [1e-3, 0.05, 0.02, 2e-4]
-    assert [p is tr.model.features.W1 or p is tr.model.features.b1 for p in groups[3]["params"]] == [True, True]
+    f = tr.model.features  # standardised by default: W1 is V, and g1 is each unit's gain
+    assert {id(p) for p in groups[3]["params"]} == {id(f.W1), id(f.b1), id(f.g1)}
     assert not any(p is tr.model.features.W1 for p in groups[0]["params"])
     n = sum(p.numel() for g in groups for p in g["params"])
     assert n == sum(p.numel() for p in tr.loss_fn.parameters())
@@ -84,6 +85,24 @@ def test_w1_warmup_raises_the_network_weights_rate_linearly_under_the_cosine():
         assert groups[1]["lr"] == pytest.approx(0.05 * cosine)
         assert groups[3]["lr"] == pytest.approx(1e-3 * cosine * min(1.0, (t + 1) / 4))
         tr.train_step()
+
+
+def test_unset_w1_warmup_is_470_steps_or_an_eighth_of_the_run_and_none_without_weights():
+    """Unset, the warm-up lasts ``W1_WARMUP_STEPS`` (470) steps or an eighth of the run, whichever is fewer; rff,
+    with no weights of its own, gets none and no group; an explicit warm-up must be shorter than the run."""
+    from pyroinv.config import W1_WARMUP_STEPS
+    from pyroinv.errors import ConfigError
+
+    assert W1_WARMUP_STEPS == 470
+    assert [Config().w1_warmup_steps(t) for t in (3768, 4690, 14070, 3000, 9)] == [470, 470, 470, 375, 2]
+    assert Config(w1_warmup=0).w1_warmup_steps(4690) == 0 and Config(w1_warmup=12).w1_warmup_steps(4690) == 12
+    tr = _trainer(epochs=40)  # 80 steps: an eighth is 10
+    assert tr.w1_warmup_steps == 10 and tr.own_weights_group == 3
+    assert tr.optimizer.param_groups[3]["lr"] == pytest.approx(1e-3 * 0.1)
+    rff = _trainer(network="rff", epochs=40)
+    assert rff.w1_warmup_steps == 0 and rff.own_weights_group is None and len(rff.optimizer.param_groups) == 3
+    with pytest.raises(ConfigError, match="--w1-warmup 8 is not shorter than the run's 8 steps"):
+        _trainer(w1_warmup=8, epochs=4)
 
 
 def test_w1_warmup_survives_a_checkpoint_and_needs_weights_to_warm():

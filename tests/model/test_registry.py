@@ -53,7 +53,8 @@ def test_parameter_counts_of_the_memory_estimate_are_the_networks_own(name):
     cfg = Config(network=name, hidden=9, depth=3, samples=2, inference="map").validate()
     model, _ = build_model(cfg, (1, 12, 12), 10)
     learned = sum(p.numel() for n, p in model.features.named_parameters() if "invariance" not in n)
-    assert network(name).parameters(FeatureSettings(hidden=9, depth=3), (1, 12, 12)) == learned
+    settings = FeatureSettings(hidden=9, depth=3, standardize=cfg.standardizes_w1())  # a gain per unit where it is
+    assert network(name).parameters(settings, (1, 12, 12)) == learned
 
 
 def test_the_cnn_takes_its_channels_from_the_configuration():

@@ -77,8 +77,10 @@ def test_protocols():
     paper = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("paper", 0, "x")))
     cpu = config_from_args(train_parser().parse_args(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("cpu", 0, "x")))
     assert (paper.hidden, paper.samples, paper.lr, paper.train_size, paper.guide_init_scale) == (1024, 32, 1e-3, None, 1.0)
-    # the paper protocol is the defaults, but for its kept cells' 10 epochs (pinned; the default is 30)
-    assert paper == Config(dataset="mnist", fixed_eta=5.0, seed=0, epochs=10)
+    # the paper protocol is the defaults, but for its kept cells' recipe (pinned): 10 epochs (the default is 30), W1
+    # neither standardised nor warmed up (the defaults standardise it and warm its rate up)
+    assert paper == Config(dataset="mnist", fixed_eta=5.0, seed=0, epochs=10, w1_warmup=0, w1_standardize=False)
+    assert {"--no-w1-standardize", "--w1-warmup"} <= set(tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("paper", 0, "x"))
     assert "--epochs" in tables()["tableC2"].rows["fixed 5°"]["mnist"].argv("paper", 0, "x")
     assert (cpu.hidden, cpu.samples, cpu.lr, cpu.train_size, cpu.epochs, cpu.estimator) == (512, 16, 1e-3, 20000, 24,
                                                                                            "local")
@@ -105,6 +107,19 @@ def test_the_paper_e30_protocol_is_the_paper_protocol_trained_three_times_as_lon
     monkeypatch.setenv("PYROINV_KEPT_RESULTS", str(ROOT / "results"))
     kept = Job(cell, 0, "paper-e30", tmp_path).kept()  # the kept cell of results/paper-e30/, as the grid writes it
     assert kept is not None and kept.parent.name == "paper-e30"
+
+
+def test_the_paper_e30_ws_protocol_is_paper_e30_with_todays_first_layer():
+    """``paper-e30-ws`` unpins the first layer's recipe: W1 standardised and its rate warmed up, as today's defaults
+    (unset), and nothing else changed; its command line writes no flag for them."""
+    cell = tables()["headline"].rows["learned (5° init)"]["mnist-rot"]
+    longer, ws = cell.config("paper-e30", 0).to_dict(), cell.config("paper-e30-ws", 0).to_dict()
+    assert {k: (longer[k], ws[k]) for k in ws if longer[k] != ws[k]} == {
+        "w1_warmup": (0, None), "w1_standardize": (False, None)}
+    argv = cell.argv("paper-e30-ws", 0, "x")
+    assert not any(a.startswith(("--w1-", "--no-w1-")) for a in argv)
+    assert config_from_args(train_parser().parse_args(argv)).to_dict() == ws
+    assert cell.name(0) == "relu-mnist-rot-rotation-vi-init5-s0"
 
 
 def test_shared_cells_run_once_and_rows_filter():
