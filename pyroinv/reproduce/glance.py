@@ -77,7 +77,8 @@ def glance_section(text: str) -> str:
         "",
         "The paper's number and ours, for the headline cells (test accuracy; learned rotation) and for each of "
         "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes (trained for "
-        "10 and for 30 epochs, and for 30 with today's first layer) and under the reduced cpu protocol. Summarised from the headline and claims sections "
+        "10 and for 30 epochs, and for 30 with today's first layer) and under the reduced cpu protocol. "
+        "Summarised from the headline and claims sections "
         'below (rules in `pyroinv/reproduce/claims.py`); "not run": its cells have not run under that protocol.',
         "",
         "| | the paper | " + " | ".join(label for _, label in COLUMNS) + " |",
