@@ -44,6 +44,9 @@ def perturb(guide):
 
 @pytest.mark.slow
 def test_trace_and_closed_form_elbo_agree_in_expectation():
+    """Pyro's sampled KL and the closed-form one give the same ELBO in expectation. Their variances are not compared:
+    the sampled KL's noise is correlated with the likelihood's, so the closed form need not lower the total (3,000
+    draws each: 19.11 against 18.85 with the paper's W1, 18.26 against 18.28 with it standardised)."""
     model, guide, x, y = tiny(hidden=6)
     perturb(guide)
     trace, mf = Trace_ELBO()(model, guide), TraceMeanField_ELBO()(model, guide)
@@ -52,7 +55,6 @@ def test_trace_and_closed_form_elbo_agree_in_expectation():
         b = torch.tensor([mf(x, y, num_data=24).item() for _ in range(3000)])
     se = math.sqrt(a.var() / len(a) + b.var() / len(b))
     assert abs(a.mean() - b.mean()) < 3 * se, (a.mean(), b.mean(), se)
-    assert b.var() < a.var()  # the analytic KL removes its sampling noise
 
 
 def test_subsampled_plate_is_unbiased_for_full_data_loss():
