@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# Train the next unfinished paper-size cells (the paper-e30 protocol by default) within a time limit, then pack their kept outputs.
+# Train the next unfinished paper-size cells (the paper-e30-ws protocol by default) within a time limit, then pack their kept outputs.
 #
 # Where pip works (once; the wheels of what a bare GPU machine lacks go to .whl/, about 25 MB):
 #   bash scripts/gpu_grid.sh --prepare
 # On the GPU machine (nothing but PyTorch installed; carry .whl beside the checkout):
 #   bash scripts/gpu_grid.sh --minutes 8 --pack "$OUT"
 # Back here, unpack and write the tables:
-#   tar xzf PACK/cells.tar.gz && python scripts/reproduce.py claims headline table2 ... --protocol paper-e30 --report-only
+#   tar xzf PACK/cells.tar.gz && python scripts/reproduce.py claims headline table2 ... --protocol paper-e30-ws --report-only
 #
 # Options:
 #   --minutes M      stop after M minutes (default 8: one command's limit on a lent machine is 10)
 #   --pack DIR       write DIR/cells.tar.gz (results/PROTOCOL, the cells' logs) and DIR/gpu_grid.log
 #   --seeds "0 1 2"  seeds, every table's cells of the first seed first (default: 0 1 2)
 #   --tables "..."   tables in order (default: the order below)
-#   --protocol P     the grids' protocol (default: paper-e30, the paper's sizes at 30 epochs in bfloat16, whose
-#                    cells are the ones still to run; paper: the 10-epoch float32 cells, most of them kept)
+#   --protocol P     the grids' protocol (default: paper-e30-ws, the paper's sizes at 30 epochs in bfloat16 with
+#                    today's first layer, whose cells are the ones still to run; paper-e30: the same with the
+#                    paper's first layer; paper: the 10-epoch float32 cells, most of them kept)
 #   -- ARGS          the rest goes to scripts/reproduce.py, e.g. -- --rows "S = 31" --datasets mnist-rot
 #   --jobs N         cells at once without a GPU (on a GPU: --cells-per-gpu)
 #   --cells-per-gpu K  cells at once on each GPU (default: reproduce.py's)
@@ -30,9 +31,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TABLES="headline table2 tableC2 figure6 table1 tableC1 tableC3 combinations augerino deep efficiency efficiency60k"
+TABLES="table2 headline tableC2 figure6 table1 tableC1 tableC3 combinations augerino deep efficiency efficiency60k"
 SEEDS="0 1 2"
-PROTOCOL=paper-e30
+PROTOCOL=paper-e30-ws
 MINUTES=8
 PACK=""
 EXTRA=()
