@@ -307,6 +307,18 @@ def evaluate_main(argv: Sequence[str] | None = None) -> int:
             f"  inactive units: {100 * res['inactive_units']:.1f}% of the last hidden layer's (zero on every one of "
             f"these images under every transform)"
         )
+        q = res["units_under_q"]
+        print(
+            f"  {100 * q['units_for_99pct_power']:.1f}% of the units carry 99% of the layer's mean squared "
+            "activation (units shrunk towards zero count as weak, not as off)"
+        )
+        parts = [
+            f"{name} units' |mean| {q[name + '_mean_rms']:.2f}, sd {q[name + '_sd_rms']:.2f}"
+            for name in ("live", "dead")
+            if q[name + "_mean_rms"] is not None
+        ]
+        if parts:
+            print(f"  q of W2 against the prior's sd (rms over classes and units): {'; '.join(parts)}")
         pairs = ", ".join(f"{t} as {p} ({n})" for t, p, n in res["most_confused"])
         print(f"  most confused (true as predicted): {pairs or 'none'}; {res['errors']} errors in all")
     return 0

@@ -157,18 +157,73 @@ def elbo_per_datapoint(
 
 
 @torch.no_grad()
-def inactive_units(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) -> float:
-    """The fraction of the output layer's inputs (the last hidden layer's units; the constant feature left out) that
-    are zero for every image of ``x`` under every one of S transforms (one set, drawn as for a prediction): units that
-    no prediction on these images reads. A ReLU unit whose pre-activation is negative on all the data gets no
-    gradient and stays so; for cosine features (``rff``) the fraction is 0."""
+def unit_activity(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(active, power)``, each ``(H,)`` over the output layer's inputs (the last hidden layer's units; the constant
+    feature left out), on the images ``x`` under one set of S transforms (drawn as for a prediction): ``active``,
+    whether the unit is non-zero on some image under some transform; ``power``, the mean of ``phi_h^2`` over the
+    images and transforms."""
+    if x.shape[0] == 0:
+        raise ValueError("no images")
     bank = model.features.weight_bank(model.sample_transforms())
-    active = None
+    active: torch.Tensor | None = None
+    power: torch.Tensor | None = None
+    rows = 0
     for i in range(0, x.shape[0], batch_size):
-        on = (model.features.apply_bank(x[i : i + batch_size], bank)[..., :-1] != 0).flatten(0, -2).any(0)
-        active = on if active is None else active | on
-    assert active is not None, "no images"
-    return 1.0 - active.float().mean().item()
+        phi = model.features.apply_bank(x[i : i + batch_size], bank)[..., :-1].flatten(0, -2).float()
+        on, sq = (phi != 0).any(0), phi.pow(2).sum(0)
+        active, power = (on, sq) if active is None or power is None else (active | on, power + sq)
+        rows += phi.shape[0]
+    assert active is not None and power is not None
+    return active, power / rows
+
+
+@torch.no_grad()
+def active_units(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """``(H,)`` booleans: which of the output layer's inputs are non-zero for some image of ``x`` under some one of
+    S transforms (:func:`unit_activity`)."""
+    return unit_activity(model, x, batch_size)[0]
+
+
+@torch.no_grad()
+def inactive_units(model: InvariantBNN, x: torch.Tensor, batch_size: int = 500) -> float:
+    """The fraction of the output layer's inputs that are zero for every image of ``x`` under every one of S
+    transforms (:func:`active_units`): units that no prediction on these images reads. A ReLU unit whose
+    pre-activation is negative on all the data gets no gradient and stays so; for cosine features (``rff``) the
+    fraction is 0."""
+    return 1.0 - active_units(model, x, batch_size).float().mean().item()
+
+
+@torch.no_grad()
+def units_under_q(model: InvariantBNN, guide, x: torch.Tensor, draws: int = 256) -> dict[str, float | None]:
+    """Where q puts the output weights of the live and of the dead units, against the prior ``N(0, alpha)``.
+
+    For unit ``h`` and class ``c``, ``m_ch`` and ``s_ch`` are the mean and standard deviation of ``W2[c, h]`` under
+    q (estimated from ``draws`` draws, so that any guide can be read; a point estimate has ``s = 0``). Returned, for
+    the live units (:func:`unit_activity` on ``x``) and for the dead ones: ``*_mean_rms``, the root mean square of
+    ``m_ch`` over their ``(c, h)``, and ``*_sd_rms``, that of ``s_ch``, each divided by the prior's ``sqrt(alpha)``
+    (``None`` where there is no such unit, or under the flat prior). A dead unit's weights do not enter the
+    likelihood, so the bound's optimum for them is the prior itself (mean 0, sd 1 in these units), at no KL cost;
+    a live unit whose weights q leaves near the prior adds only noise, ``s_ch^2 phi_h^2``, to the logits.
+    ``units_for_99pct_power``: the smallest share of the units whose ``mean phi_h^2`` (over the images and
+    transforms) sums to 99% of the layer's, which counts the units the bound has shrunk towards zero without
+    switching off."""
+    live, power = unit_activity(model, x)
+    w = guide.posterior_sample(draws)[..., :-1].float()  # (L, K, H): the constant feature's weights left out
+    mean = w.mean(0)
+    sd = w.std(0) if w.shape[0] > 1 else torch.zeros_like(mean)  # a point estimate is one draw
+    scale = math.sqrt(model.alpha) if model.prior_kind != "flat" else None
+    share = power.sort(descending=True).values.cumsum(0) / power.sum().clamp_min(1e-30)
+    out: dict[str, float | None] = {
+        "inactive_units": 1.0 - live.float().mean().item(),
+        "units_for_99pct_power": (int((share < 0.99).sum()) + 1) / power.numel(),
+        "draws": draws,
+    }
+    for name, units in (("live", live), ("dead", ~live)):
+        out[f"{name}_mean_rms"] = out[f"{name}_sd_rms"] = None
+        if scale is not None and bool(units.any()):
+            out[f"{name}_mean_rms"] = mean[:, units].pow(2).mean().sqrt().item() / scale
+            out[f"{name}_sd_rms"] = sd[:, units].pow(2).mean().sqrt().item() / scale
+    return out
 
 
 @torch.no_grad()
@@ -189,5 +244,8 @@ __all__ = [
     "classification_metrics",
     "elbo_per_datapoint",
     "evaluate",
+    "active_units",
     "inactive_units",
+    "unit_activity",
+    "units_under_q",
 ]

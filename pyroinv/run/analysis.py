@@ -11,7 +11,7 @@ import torch
 from ..data import load_dataset
 from ..errors import ConfigError
 from ..inference.build import resolve_device
-from ..inference.evaluate import elbo_per_datapoint, inactive_units, most_confused, posterior_predictive
+from ..inference.evaluate import elbo_per_datapoint, most_confused, posterior_predictive, units_under_q
 from ..inference.laplace_layers import laplace_evidences
 from ..model import lie
 from .folder import RunFolder, load_run
@@ -69,7 +69,7 @@ def evaluate_run(
     torch.manual_seed(cfg.seed + 1)  # the draws of the run's own evaluation
     pp = posterior_predictive(model, guide, x, y, draws=draws or cfg.eval_draws)
     metrics = pp.metrics()
-    units = inactive_units(model, x)  # after the predictive, whose draws stay those of the run's own evaluation
+    units = units_under_q(model, guide, x)  # after the predictive, whose draws stay those of the run's own evaluation
     return {
         "run": str(out),
         "trained_on": cfg.dataset,
@@ -81,7 +81,8 @@ def evaluate_run(
         f"{split}_accuracy": metrics["accuracy"],
         f"{split}_nll": metrics["nll"],
         f"{split}_size": int(x.shape[0]),
-        "inactive_units": units,
+        "inactive_units": units["inactive_units"],
+        "units_under_q": units,
         "errors": int((pp.log_probs.argmax(-1) != pp.y).sum()),
         "most_confused": most_confused(pp.log_probs, pp.y),
         "learned_invariance": model.invariance.describe(),

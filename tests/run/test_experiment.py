@@ -154,12 +154,15 @@ def test_evaluate_script_on_another_variant(script_run, cache_dir):
     res = json.loads(proc.stdout)
     assert res["trained_on"] == "mnist-rot" and res["evaluated_on"] == "mnist" and res["test_size"] == 50
     assert res["learned_invariance"].startswith("rotation ±") and 0 <= res["inactive_units"] < 1
+    assert res["units_under_q"]["inactive_units"] == res["inactive_units"] and res["units_under_q"]["live_sd_rms"] > 0
     assert res["errors"] == round((1 - res["test_accuracy"]) * 50)
     assert sum(n for _, _, n in res["most_confused"]) <= res["errors"]
     assert all(t != p and 0 <= t < 10 and 0 <= p < 10 for t, p, _ in res["most_confused"])
     text = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out), "--test-size", "50"],
                           capture_output=True, text=True, env=env, timeout=300).stdout
     assert "inactive units: " in text and "% of the last hidden layer's" in text
+    assert "q of W2 against the prior's sd (rms over classes and units): live units' |mean| " in text
+    assert "of the units carry 99% of the layer's mean squared activation" in text
     assert "most confused (true as predicted): " in text and "errors in all" in text
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "evaluate.py"), str(out / "nope")],
                          capture_output=True, text=True, env=env, timeout=300)
