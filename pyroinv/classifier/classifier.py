@@ -31,7 +31,7 @@ from ..data.splits import Split
 from ..errors import ConfigError, one_line
 from ..files import load_checkpoint, save_checkpoint
 from ..inference.build import build_model, resolve_device
-from ..inference.evaluate import classification_metrics, posterior_draws, predictive_log_probs
+from ..inference.evaluate import classification_metrics, posterior_draws, predictive_log_probs, units_under_q
 from ..inference.memory import check_fits
 from ..inference.train import Trainer
 from ..model import lie
@@ -362,6 +362,25 @@ class InvariantClassifier:
         assert self.input_shape is not None  # set with the model
         log_probs = self._log_proba(as_tensor(xa, self.input_shape, self._device), draws)
         return classification_metrics(log_probs, torch.as_tensor(ya))
+
+    @torch.no_grad()
+    def hidden_units(self, x: Any, draws: int = 256) -> dict[str, float | None]:
+        """How the last hidden layer is used on the inputs ``x`` (:func:`pyroinv.inference.evaluate.units_under_q`):
+        ``inactive_units``, the share of the output layer's inputs that are zero on every input under every one of
+        S transforms; ``units_for_99pct_power``, the share that carries 99% of the layer's mean squared activation;
+        and where ``q(W2)`` puts the output weights of the live and of the dead units, as root mean squares of their
+        means and sds over ``draws`` draws, in units of the prior's ``sqrt(alpha)`` (a unit the bound has switched off
+        keeps q at the prior: mean 0, sd 1)."""
+        self._require_fitted("hidden_units")
+        assert self._model is not None and self.input_shape is not None  # set with the model
+        xt = input_tensor(x, self.input_shape, self._device)
+        was_training = self._model.training
+        self._model.eval()
+        try:
+            with local_params():
+                return units_under_q(self._model, self._guide, xt, draws)
+        finally:
+            self._model.train(was_training)
 
     def to_inference_data(self, x_test: Any = None, y_test: Any = None, draws: int | None = None):
         """ArviZ ``InferenceData`` as the command line's ``posterior.nc``: ``W2`` draws (per-class norms),

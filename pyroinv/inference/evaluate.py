@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..errors import ConfigError
 from ..model.bnn import InvariantBNN, mc_log_predictive
 
 
@@ -207,8 +208,10 @@ def units_under_q(model: InvariantBNN, guide, x: torch.Tensor, draws: int = 256)
     ``units_for_99pct_power``: the smallest share of the units whose ``mean phi_h^2`` (over the images and
     transforms) sums to 99% of the layer's, which counts the units the bound has shrunk towards zero without
     switching off."""
+    if draws < 2:
+        raise ConfigError(f"units_under_q needs at least 2 draws of W2 to estimate q's sd, got {draws}; use draws=256")
     live, power = unit_activity(model, x)
-    w = guide.posterior_sample(draws)[..., :-1].float()  # (L, K, H): the constant feature's weights left out
+    w = posterior_draws(guide, draws)[..., :-1].float()  # (L, K, H): the constant feature's weights left out
     mean = w.mean(0)
     sd = w.std(0) if w.shape[0] > 1 else torch.zeros_like(mean)  # a point estimate is one draw
     scale = math.sqrt(model.alpha) if model.prior_kind != "flat" else None

@@ -177,6 +177,27 @@ def test_inference_data_and_the_pyro_model_and_guide(rot):
     assert clf.guide.median().shape == (10, 17)
 
 
+def test_hidden_units_read_a_users_body_and_q(rot):
+    """hidden_units counts the body's last layer on the given inputs and reads q of W2 against the prior; a unit
+    whose features are zeroed by hand is counted off."""
+    x, y, x_test, _ = rot
+    clf = pyroinv.InvariantClassifier(mlp_body(), **TINY).fit(x, y, epochs=1)
+    units = clf.hidden_units(x_test, draws=64)
+    assert set(units) >= {"inactive_units", "units_for_99pct_power", "live_mean_rms", "live_sd_rms"}
+    assert 0.0 <= units["inactive_units"] < 1.0 and 0.0 < units["units_for_99pct_power"] <= 1.0
+    assert 0.5 < units["live_sd_rms"] < 1.5  # q starts at the prior and one epoch moves it little
+    last = [m for m in clf.model.features.modules() if isinstance(m, nn.Linear)][-1]
+    with torch.no_grad():
+        last.weight[:4] = 0.0
+        last.bias[:4] = 1.0  # ReLU(1) = 1 on every input: 4 of the 16 units on
+        on = clf.hidden_units(x_test)["inactive_units"]
+        last.bias[:4] = -1.0  # ReLU(-1) = 0 on every input: the same 4 off
+        off = clf.hidden_units(x_test)["inactive_units"]
+    assert off - on == pytest.approx(4 / 16)
+    with pytest.raises(ConfigError, match="at least 2 draws"):
+        clf.hidden_units(x_test, draws=1)
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda x, y: (x[:, 0, :, :20], y), "needs square images but these are 28 x 20"),
     (lambda x, y: (x, y[:-1]), "x has 256 examples but 255 labels"),
