@@ -9,7 +9,16 @@ from pathlib import Path
 
 from ..errors import PyroinvError
 from ..paths import project_root
-from ..reproduce.estimate import Measured, backtest, backtest_summary, duration, estimate_seconds, measured, summary
+from ..reproduce.estimate import (
+    Measured,
+    backtest,
+    backtest_summary,
+    duration,
+    estimate_seconds,
+    measured,
+    precision_note,
+    summary,
+)
 from ..reproduce.grids import PROTOCOLS, tables
 from ..reproduce.kept import keep
 from ..reproduce.runner import DaskRunner, Job, cuda_devices, parse_resources
@@ -197,6 +206,14 @@ def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, S
         )
     print(summary([expected.get(job) for job in jobs if states[job] != "done"], device))
     print(backtest_summary(backtest(costs, device), device))
+    note = job_precision_note([job for job in jobs if states[job] != "done"], device)
+    if note:
+        print(note)
+
+
+def job_precision_note(jobs: Sequence[Job], device: str) -> str | None:
+    """:func:`~pyroinv.reproduce.estimate.precision_note` for the cells of ``jobs``."""
+    return precision_note((job.cell.config(job.protocol, job.seed).precision for job in jobs), device)
 
 
 def report_dir(runs_dir: Path, tables_dir: Path | None = None, write_docs: bool = False) -> Path:
@@ -253,6 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 0
         if not args.report_only:
+            note = job_precision_note([job for job in jobs if job.state() != "done"], device)
+            if note:
+                print(note, flush=True)
             with DaskRunner(
                 args.jobs or 1,
                 args.threads,

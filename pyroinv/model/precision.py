@@ -19,6 +19,7 @@ curvature, ``eta``'s transforms and Adam's state.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -58,6 +59,13 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
         raise ValueError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     if precision == "auto":
         return "bf16" if native_bf16(device) else "fp32"
+    if precision == "bf16" and not native_bf16(device):
+        warnings.warn(
+            f"precision 'bf16' on {torch.device(device).type}, which has no native bfloat16 products (AVX512_BF16 or "
+            "AMX on a CPU): the products are emulated and several times slower than float32; precision 'auto' "
+            "picks float32 here",
+            stacklevel=1,  # one location, so the default filter shows it once however many builders resolve it
+        )
     return precision
 
 

@@ -200,6 +200,20 @@ def summary(estimates: list[float | None], device: str, brief: bool = False) -> 
     return line
 
 
+def precision_note(precisions: Iterable[str], device: str) -> str | None:
+    """A line for cells that compute in bfloat16 (``--precision bf16``, as the ``paper-e30`` protocols do) on a
+    ``device`` without native bfloat16 products, where torch emulates them several times slower than float32 and
+    the estimates, made from cells on processors that had them, run short; else ``None``."""
+    from ..model.precision import native_bf16
+
+    if "bf16" not in set(precisions) or native_bf16(device):
+        return None
+    return (
+        f"note: these cells compute in bfloat16 and {WHERE.get(device, device)} here has no native bfloat16 products "
+        "(AVX512_BF16 or AMX): they will run several times slower than float32 and than the estimates"
+    )
+
+
 __all__ = [
     "COST_FIELDS",
     "Measured",
@@ -210,6 +224,7 @@ __all__ = [
     "estimate_seconds",
     "measured",
     "planned_steps",
+    "precision_note",
     "summary",
     "training_examples",
 ]

@@ -117,7 +117,7 @@ class FolderWriter(FitCallbacks):
             trainer.precision,
             f" ({self.cfg.precision}: native bfloat16 products "
             f"{'found' if native_bf16(trainer.device) else 'not found'})"
-            if self.cfg.precision == "auto"
+            if self.cfg.precision in ("auto", "bf16")
             else "",
             "; full batches replayed as a CUDA graph" if trainer.graph is not None else "",
         )

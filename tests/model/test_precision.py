@@ -69,6 +69,20 @@ def test_auto_resolves_by_the_device(monkeypatch):
         assert resolve_precision("auto", "cpu") == chosen  # a processor without native bfloat16 keeps float32
 
 
+def test_bf16_without_native_products_warns_and_is_kept(monkeypatch):
+    import warnings
+
+    from pyroinv.model import precision
+
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset({"avx2"}))
+    with pytest.warns(UserWarning, match="no native bfloat16 products .* precision 'auto' picks float32 here"):
+        assert resolve_precision("bf16", "cpu") == "bf16"  # what was asked for, said to be slow
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset({"amx_bf16"}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_precision("bf16", "cpu") == "bf16"
+
+
 
 def _guide(dtype: torch.dtype):
     from pyroinv.model.guides import ClassCholeskyGuide

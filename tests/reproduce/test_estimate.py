@@ -10,7 +10,7 @@ from pyroinv.config import Config
 from pyroinv.frontends import reproduce as cli
 from pyroinv.reproduce import grids
 from pyroinv.reproduce.estimate import (backtest, backtest_summary, cost_key, duration, estimate_seconds, measured,
-                                        planned_steps, summary, training_examples)
+                                        planned_steps, precision_note, summary, training_examples)
 from pyroinv.reproduce.kept import kept_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,3 +111,18 @@ def test_cells_of_one_size_are_priced_by_their_median_and_the_backtest_prices_ea
     line = backtest_summary(backtest(costs, "cpu"), "cpu")
     assert line.startswith("checked on the 3 kept cells on the CPU with a peer of their cost") and "×1.75 at the median" in line
     assert backtest_summary([], "cuda").startswith("too few kept cells on a GPU")
+
+
+def test_bfloat16_cells_on_a_processor_without_it_are_said_to_run_slower(monkeypatch):
+    from pyroinv.model import precision
+
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset({"avx2"}))
+    note = precision_note(["fp32", "bf16"], "cpu")
+    assert note is not None and "no native bfloat16 products" in note and "slower" in note
+    assert precision_note(["fp32"], "cpu") is None  # float32 cells run at the estimates' speed
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    assert precision_note(["bf16"], "cpu") is None
+    jobs = cli.jobs_of(["headline"], "paper-e30-ws", [0], Path("unused"), ["learned (5° init)"], ["mnist-rot"])
+    monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset())
+    assert jobs and cli.job_precision_note(jobs, "cpu") == note  # the protocol's cells compute in bfloat16
+    assert cli.job_precision_note(cli.jobs_of(["headline"], "cpu", [0], Path("unused")), "cpu") is None
