@@ -212,8 +212,11 @@ def dry_run(jobs: Sequence[Job], protocol: str, device: str, tables: dict[str, S
 
 
 def job_precision_note(jobs: Sequence[Job], device: str) -> str | None:
-    """:func:`~pyroinv.reproduce.estimate.precision_note` for the cells of ``jobs``."""
-    return precision_note((job.cell.config(job.protocol, job.seed).precision for job in jobs), device)
+    """:func:`~pyroinv.reproduce.estimate.precision_note` for the cells of ``jobs`` (the SGPR baseline has no
+    precision to set: it runs in float32)."""
+    return precision_note(
+        (job.cell.config(job.protocol, job.seed).precision for job in jobs if job.cell.kind != "sgpr"), device
+    )
 
 
 def report_dir(runs_dir: Path, tables_dir: Path | None = None, write_docs: bool = False) -> Path:

@@ -126,3 +126,5 @@ def test_bfloat16_cells_on_a_processor_without_it_are_said_to_run_slower(monkeyp
     monkeypatch.setattr(precision, "_cpu_flags", lambda: frozenset())
     assert jobs and cli.job_precision_note(jobs, "cpu") == note  # the protocol's cells compute in bfloat16
     assert cli.job_precision_note(cli.jobs_of(["headline"], "cpu", [0], Path("unused")), "cpu") is None
+    with_sgpr = cli.jobs_of(["table2"], "paper-e30-ws", [0], Path("unused"))
+    assert any(job.cell.kind == "sgpr" for job in with_sgpr) and cli.job_precision_note(with_sgpr, "cpu") == note
