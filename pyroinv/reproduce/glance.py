@@ -1,9 +1,10 @@
 """The reproduction at a glance: one table at the top of docs/results/tables/claims.md with the paper's number and
-ours, per headline cell and per claim, at the paper's sizes (10 and 30 epochs) and under the cpu protocol.
+ours, per headline cell, per learned cell of Table 2 on its own data and per claim, at the paper's sizes (10 and 30
+epochs) and under the cpu protocol.
 
-It is a summary of sections of the tables' pages, not a new measurement: the headline and claims sections of each
-protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cells' results, on ``headline.md`` and
-``claims.md``) are read back from the Markdown, so the summary always agrees with those tables.
+It is a summary of sections of the tables' pages, not a new measurement: the headline, Table 2 and claims sections of
+each protocol (written by :func:`pyroinv.reproduce.tables.write_report` from the cells' results, on ``headline.md``,
+``table2.md`` and ``claims.md``) are read back from the Markdown, so the summary always agrees with those tables.
 ``python scripts/reproduce.py claims --protocol paper --report-only`` (or any report) rewrites it.
 """
 
@@ -18,11 +19,16 @@ COLUMNS = (
     ("cpu", "cpu protocol: 20,000 images, H = 512, S = 16, 24 epochs"),
 )
 DATASETS = (("fully rotated", "fully rotated"), ("partially rotated", "partially rotated"), ("regular", "regular"))
-#: (label, headline row, column) of the headline cells summarised
-HEADLINE = [(f"learned rotation, {name}", "learned (5° init)", col) for name, col in DATASETS] + [
-    ("maximum likelihood, fully rotated", "ML (5° init)", "fully rotated"),
-    ("MLP without invariance (VI), fully rotated", "MLP (VI)", "fully rotated"),
+#: (label, grid, row, column) of the cells summarised: the headline rows, and Table 2's learned translation and scale
+#: on the data transformed by them
+CELLS = [(f"learned rotation, {name}", "headline", "learned (5° init)", col) for name, col in DATASETS] + [
+    ("maximum likelihood, fully rotated", "headline", "ML (5° init)", "fully rotated"),
+    ("MLP without invariance (VI), fully rotated", "headline", "MLP (VI)", "fully rotated"),
+    ("learned translation, translated (Table 2)", "table2", "+ translation", "translated"),
+    ("learned scale, scaled (Table 2)", "table2", "+ scale", "scaled"),
 ]
+#: the grids whose sections the cells are read from
+GRIDS = tuple(dict.fromkeys(grid for _, grid, _, _ in CELLS))
 
 
 def _block(text: str, marker: str) -> str:
@@ -65,32 +71,33 @@ def _split(entry: str) -> tuple[str, str]:
 
 
 def glance_section(text: str) -> str:
-    """The summary table, from the headline and claims sections of ``text`` (the pages ``headline.md`` and
-    ``claims.md`` of docs/results/tables/, one after the other)."""
-    accuracy = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Test accuracy") for p, _ in COLUMNS}
-    learned = {p: _grid(_block(text, f"reproduce:headline:{p}"), "Learned invariance") for p, _ in COLUMNS}
+    """The summary table, from the sections of :data:`GRIDS` and the claims sections in ``text`` (the pages
+    ``headline.md``, ``table2.md`` and ``claims.md`` of docs/results/tables/, one after the other)."""
+    blocks = {(g, p): _block(text, f"reproduce:{g}:{p}") for g in GRIDS for p, _ in COLUMNS}
+    accuracy = {key: _grid(block, "Test accuracy") for key, block in blocks.items()}
+    learned = {key: _grid(block, "Learned invariance") for key, block in blocks.items()}
     claims = {
         p: {r[0]: (r[1], r[2]) for r in _rows(_block(text, f"reproduce:claims:{p}"), "| claim")[1:]} for p, _ in COLUMNS
     }
     lines = [
         "## Reproduction at a glance",
         "",
-        "The paper's number and ours, for the headline cells (test accuracy; learned rotation) and for each of "
-        "the paper's claims (verdict, and the measured value where it is short), at the paper's sizes (trained for "
-        "10 and for 30 epochs, and for 30 with today's first layer) and under the reduced cpu protocol. "
-        "Summarised from the headline and claims sections "
-        'below (rules in `pyroinv/reproduce/claims.py`); "not run": its cells have not run under that protocol.',
+        "The paper's number and ours, for the headline cells and Table 2's learned translation and scale (test "
+        "accuracy; learned invariance) and for each of the paper's claims (verdict, and the measured value where it "
+        "is short), at the paper's sizes (trained for 10 and for 30 epochs, and for 30 with today's first layer) and "
+        "under the reduced cpu protocol. Summarised from the headline, Table 2 and claims sections below (rules in "
+        '`pyroinv/reproduce/claims.py`); "not run": its cells have not run under that protocol.',
         "",
         "| | the paper | " + " | ".join(label for _, label in COLUMNS) + " |",
         "|---|---|" + "---|" * len(COLUMNS),
     ]
-    for label, row, col in HEADLINE:
-        papers = [_split(accuracy[p].get((row, col), ""))[0] for p, _ in COLUMNS]
+    for label, grid, row, col in CELLS:
+        papers = [_split(accuracy[grid, p].get((row, col), ""))[0] for p, _ in COLUMNS]
         paper = next((v for v in papers if v != "–"), "–")
         ours = []
         for p, _ in COLUMNS:
-            acc = _split(accuracy[p].get((row, col), "–"))[1]
-            eta = learned[p].get((row, col), "–")
+            acc = _split(accuracy[grid, p].get((row, col), "–"))[1]
+            eta = learned[grid, p].get((row, col), "–")
             acc = acc.replace(" (", "% (", 1) if " (" in acc else acc + "%"  # "95.15 ± 0.13% (3)"
             ours.append("not run" if acc in ("–%", "%") else acc + (f", {eta}" if eta not in ("–", "none") else ""))
         lines.append(f"| {label} | {paper if paper == '–' else paper + '%'} | " + " | ".join(ours) + " |")

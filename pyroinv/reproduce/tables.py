@@ -18,6 +18,7 @@ from ..run.fit_check import CHANCE_FRACTION
 from ..run.plots import plot_curves_panels, plot_eta_panels
 from .claims import CLAIM_TABLES, claims_section
 from .glance import GLANCE, glance_section
+from .glance import GRIDS as GLANCE_GRIDS
 from .grids import Table, protocol_flags, tables
 from .results import LABELS, at_chance, cell_results, finished, mean_sd
 
@@ -267,9 +268,10 @@ def write_report(keys: Sequence[str], protocol: str, root: Path, tables_dir: Pat
     if "claims" in keys or any(key in CLAIM_TABLES for key in keys):  # a grid beyond the paper leaves them alone
         write_section(page_path(tables_dir, "claims"), CLAIMS_TITLE, "claims", protocol, claims_section(protocol, root))
         written.append("claims")
-    claims_page, headline_page = page_path(tables_dir, "claims"), page_path(tables_dir, "headline")
+    claims_page = page_path(tables_dir, "claims")
     text = claims_page.read_text() if claims_page.exists() else ""
-    if GLANCE in text:  # the summary at the top, from the claims and headline sections just written
-        headline = headline_page.read_text() if headline_page.exists() else ""
-        write_bytes(claims_page, replace_section(text, GLANCE, glance_section(headline + text)).encode())
+    if GLANCE in text:  # the summary at the top, from the claims sections and the grids' sections just written
+        pages = [page_path(tables_dir, grid) for grid in GLANCE_GRIDS]
+        grids = "".join(page.read_text() for page in pages if page.exists())
+        write_bytes(claims_page, replace_section(text, GLANCE, glance_section(grids + text)).encode())
     return written

@@ -184,6 +184,22 @@ def test_sections_name_the_machines_and_the_glance_table_summarises_headline_and
     assert "| claim 1. ReLU learned η_rot on mnist: ≤ 45° |" not in glance  # a claim run under neither protocol
 
 
+def test_the_glance_table_summarises_table2s_learned_translation_and_scale(tmp_path):
+    from pyroinv.reproduce.glance import GLANCE
+
+    trans = tables()["table2"].rows["+ translation"]["mnist-trans"]
+    _write(tmp_path, trans, 0, test_accuracy=0.9551, invariance="translation",
+           learned_invariance="translation ±4.00 px x, ±3.00 px y")
+    out = tmp_path / "tables"
+    out.mkdir()
+    page_path(out, "claims").write_text(f"# Claims\n\n<!-- {GLANCE} begin -->\n<!-- {GLANCE} end -->\n")
+    write_report(["table2"], "cpu", tmp_path, out)
+    glance = page_path(out, "claims").read_text()
+    assert ("| learned translation, translated (Table 2) | 97.87% | not run | not run | not run | "
+            "95.51%, translation ±4.00 px x, ±3.00 px y |") in glance  # the paper's Table 2 beside ours
+    assert "| learned scale, scaled (Table 2) | 98.06% | not run | not run | not run | not run |" in glance
+
+
 def test_the_published_tables_of_every_protocol_are_pages_in_docs_results_tables(tmp_path):
     from pyroinv.frontends.reproduce import PUBLISHED_RUNS, ROOT, report_dir
 
